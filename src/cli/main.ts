@@ -1,0 +1,113 @@
+import { parseArgs } from "node:util";
+import { loadConfig } from "../config.ts";
+import { createContext } from "../context.ts";
+import { type Database, openDatabase } from "../db/database.ts";
+import { migrate } from "../db/migrate.ts";
+import { AppError } from "../errors.ts";
+import { parsePesosText, toPesos } from "../ledger/money.ts";
+import { limits } from "../limits.ts";
+import { main as serve } from "../main.ts";
+import { createRootClient } from "../modules/clients/service.ts";
+
+/**
+ * The `emisor` command. Output meant for programs (--json) is exactly one JSON object on
+ * stdout; everything for humans goes to stderr.
+ */
+const usage = `Usage:
+  emisor serve                       run the service (the default)
+  emisor migrate                     apply pending database migrations
+  emisor tenant create --name NAME [--alias ALIAS] [--available 1000.00] [--json]
+                                     create a root client with an API key
+Environment: DATABASE_URL selects PostgreSQL; otherwise the embedded database in EMISOR_DATA_DIR.`;
+
+/** Opens the configured database, applies pending migrations, runs `work`, closes. */
+async function withDatabase<T>(work: (database: Database, applied: string[]) => Promise<T>): Promise<T> {
+  const config = loadConfig();
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: 2,
+  });
+  try {
+    const applied = await migrate(database);
+    return await work(database, applied);
+  } finally {
+    await database.close();
+  }
+}
+
+function defaultAlias(name: string): string {
+  const alias = name
+    .toUpperCase()
+    .replace(/[^A-Z0-9]/g, "")
+    .slice(0, 10);
+  return alias.length >= 3 ? alias : alias.padEnd(3, "X");
+}
+
+async function tenantCreate(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: "string" },
+      alias: { type: "string" },
+      available: { type: "string", default: "0" },
+      json: { type: "boolean", default: false },
+    },
+  });
+  if (!values.name || values.name.length < 1 || values.name.length > 60) {
+    throw new Error("--name is required (1-60 characters)");
+  }
+  const alias = values.alias ?? defaultAlias(values.name);
+  if (alias.length < 3 || alias.length > 10) throw new Error("--alias must be 3-10 characters");
+  const availableCents = parsePesosText(values.available ?? "0", "--available", limits.fundingCentsMax);
+  const result = await withDatabase(async (database) => {
+    const config = loadConfig();
+    // Creating the context also creates the system key pair on a brand-new database.
+    await createContext(config, database, (message: string) => process.stderr.write(`${message}\n`));
+    return createRootClient(database.db, {
+      name: values.name ?? "",
+      alias,
+      availableCents,
+      clabeBankPrefix: config.clabeBankPrefix,
+    });
+  });
+  const output = {
+    client_id: result.clientId,
+    code: result.code,
+    name: values.name,
+    alias,
+    api_key_id: result.apiKey.id,
+    api_key: result.apiKey.key,
+    password: result.apiKey.password,
+    available: toPesos(availableCents),
+  };
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(output)}\n`);
+  } else {
+    process.stdout.write(
+      `Created client ${output.code} (${output.client_id}) with ${output.available} MXN\n  api_key:  ${output.api_key}\n  password: ${output.password}\nThe password is not shown again.\n`,
+    );
+  }
+}
+
+export async function run(argv: string[]): Promise<void> {
+  const [command = "serve", sub, ...rest] = argv;
+  if (command === "serve") return serve();
+  if (command === "migrate") {
+    const applied = await withDatabase(async (_database, applied) => applied);
+    process.stderr.write(applied.length ? `applied: ${applied.join(", ")}\n` : "nothing to apply\n");
+    return;
+  }
+  if (command === "tenant" && sub === "create") return tenantCreate(rest);
+  if (command === "help" || command === "--help" || command === "-h") {
+    process.stdout.write(`${usage}\n`);
+    return;
+  }
+  throw new Error(`unknown command: ${argv.join(" ")}\n${usage}`);
+}
+
+run(process.argv.slice(2)).catch((error: unknown) => {
+  const message = error instanceof AppError || error instanceof Error ? error.message : String(error);
+  process.stderr.write(`emisor: ${message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,137 @@
+import path from "node:path";
+
+/**
+ * Every environment variable Emisor reads, parsed once at start. The README's configuration
+ * table lists the same names; a test keeps the two in step.
+ */
+export interface Config {
+  host: string;
+  port: number;
+  /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */
+  databaseUrl: string | undefined;
+  /** Where PGlite keeps its files and where the generated master key lives. */
+  dataDir: string;
+  /** 32 bytes, hex or Base64; derives every other at-rest key. */
+  masterKey: string | undefined;
+  tokenTtlSeconds: number;
+  /** Sandbox mode: first-start tenant, /v1/sandbox routes, http://localhost webhooks. */
+  sandbox: boolean;
+  logLevel: string;
+  dbPoolSize: number;
+  /** Seconds an API key's status and revoked tokens may be cached by one process. */
+  authCacheSeconds: number;
+  /** Minimum length of new API key passwords (the contract allows 1-30; we require more). */
+  apiKeyPasswordMinLength: number;
+  /** Money-moving requests per second allowed to one API key (token bucket). 0 disables. */
+  rateLimitPerSecond: number;
+  /** First three digits of every collection CLABE Emisor issues (the participant's bank code). */
+  clabeBankPrefix: string;
+  /** Shared secret the SPEI rail signs incoming-transfer callbacks with. */
+  speiWebhookSecret: string | undefined;
+  /** Background workers (rail dispatch, webhooks) run in this process. */
+  workers: boolean;
+  /** Trust X-Forwarded-For from a load balancer for the caller's IP address (login limits). */
+  trustProxy: boolean;
+  /** SPEI simulator: how long after acceptance an order settles or is returned. */
+  speiSimSettleMs: number;
+  /** SPEI simulator: share (0..1) of accepted orders returned with a Banxico cause. */
+  speiSimReturnProbability: number;
+  /** SPEI simulator: share (0..1) of submissions failing as if the rail were unreachable. */
+  speiSimUnavailableProbability: number;
+  /** Airtime simulator: how long the provider takes to answer. */
+  airtimeSimDelayMs: number;
+  /** Airtime simulator: share (0..1) of top-ups the provider fails. */
+  airtimeSimFailureProbability: number;
+}
+
+/** The participant prefix of collection CLABEs when EMISOR_CLABE_BANK_PREFIX is unset (STP). */
+export const defaultClabeBankPrefix = "646";
+
+/** Names of every variable read below, for the README test. */
+export const configVariables = [
+  "HOST",
+  "PORT",
+  "DATABASE_URL",
+  "EMISOR_DATA_DIR",
+  "EMISOR_MASTER_KEY",
+  "EMISOR_TOKEN_TTL_SECONDS",
+  "EMISOR_SANDBOX",
+  "LOG_LEVEL",
+  "EMISOR_DB_POOL_SIZE",
+  "EMISOR_AUTH_CACHE_SECONDS",
+  "EMISOR_API_KEY_PASSWORD_MIN_LENGTH",
+  "EMISOR_RATE_LIMIT_PER_SECOND",
+  "EMISOR_CLABE_BANK_PREFIX",
+  "EMISOR_SPEI_WEBHOOK_SECRET",
+  "EMISOR_WORKERS",
+  "EMISOR_TRUST_PROXY",
+  "EMISOR_SIM_SPEI_SETTLE_MS",
+  "EMISOR_SIM_SPEI_RETURN_PROBABILITY",
+  "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY",
+  "EMISOR_SIM_AIRTIME_DELAY_MS",
+  "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY",
+] as const;
+
+type Env = Record<string, string | undefined>;
+
+export class ConfigError extends Error {}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^[0-9]+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return true;
+  if (["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function probability(env: Env, name: string): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return 0;
+  const value = Number(raw);
+  if (!/^(0|1|0?\.[0-9]+|1\.0*)$/.test(raw) || value < 0 || value > 1) {
+    throw new ConfigError(`${name} must be a number from 0 to 1, got "${raw}"`);
+  }
+  return value;
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  return raw === undefined || raw === "" ? undefined : raw;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const clabeBankPrefix = env.EMISOR_CLABE_BANK_PREFIX || defaultClabeBankPrefix;
+  if (!/^[0-9]{3}$/.test(clabeBankPrefix)) throw new ConfigError("EMISOR_CLABE_BANK_PREFIX must be 3 digits");
+  return {
+    host: env.HOST || "127.0.0.1",
+    port: integer(env, "PORT", 3000, 0, 65535),
+    databaseUrl: optional(env, "DATABASE_URL"),
+    dataDir: path.resolve(env.EMISOR_DATA_DIR || "./.emisor/data"),
+    masterKey: optional(env, "EMISOR_MASTER_KEY"),
+    tokenTtlSeconds: integer(env, "EMISOR_TOKEN_TTL_SECONDS", 3600, 1, 7 * 24 * 3600),
+    sandbox: boolean(env, "EMISOR_SANDBOX", true),
+    logLevel: env.LOG_LEVEL || "info",
+    dbPoolSize: integer(env, "EMISOR_DB_POOL_SIZE", 20, 1, 500),
+    authCacheSeconds: integer(env, "EMISOR_AUTH_CACHE_SECONDS", 5, 0, 300),
+    apiKeyPasswordMinLength: integer(env, "EMISOR_API_KEY_PASSWORD_MIN_LENGTH", 12, 1, 30),
+    rateLimitPerSecond: integer(env, "EMISOR_RATE_LIMIT_PER_SECOND", 0, 0, 1_000_000),
+    clabeBankPrefix,
+    speiWebhookSecret: optional(env, "EMISOR_SPEI_WEBHOOK_SECRET"),
+    workers: boolean(env, "EMISOR_WORKERS", true),
+    trustProxy: boolean(env, "EMISOR_TRUST_PROXY", false),
+    speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),
+    speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
+    speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),
+    airtimeSimDelayMs: integer(env, "EMISOR_SIM_AIRTIME_DELAY_MS", 300, 0, 60_000),
+    airtimeSimFailureProbability: probability(env, "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY"),
+  };
+}

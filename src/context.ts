@@ -1,0 +1,47 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Config } from "./config.ts";
+import { deriveKeyRing, type KeyRing, loadMasterKey } from "./crypto/keys.ts";
+import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
+import type { Database, Db } from "./db/database.ts";
+import { AuthService } from "./modules/auth/service.ts";
+import { applySpeiStateChange } from "./modules/transfers/outgoing.ts";
+import { createRails, type Rails } from "./rails/index.ts";
+
+/** What every module is built from: configuration, the database and the keys. */
+export interface AppContext {
+  config: Config;
+  database: Database;
+  db: Db;
+  keys: KeyRing;
+  systemKey: SystemKey;
+  auth: AuthService;
+  /** SPEI and airtime adapters (simulators by default); closed with the app. */
+  rails: Rails;
+}
+
+export async function createContext(
+  config: Config,
+  database: Database,
+  warn: FastifyBaseLogger["warn"] | ((message: string) => void),
+): Promise<AppContext> {
+  const master = loadMasterKey({
+    masterKey: config.masterKey,
+    dataDir: config.dataDir,
+    sandbox: config.sandbox,
+    warn: (message) => (warn as (message: string) => void)(message),
+  });
+  const keys = deriveKeyRing(master);
+  const systemKey = await loadOrCreateSystemKey(database.db, keys.wrap);
+  const auth = new AuthService({
+    db: database.db,
+    tokenKey: keys.token,
+    tokenTtlSeconds: config.tokenTtlSeconds,
+    authCacheSeconds: config.authCacheSeconds,
+  });
+  const rails = createRails(config);
+  // The rail's asynchronous state changes (settled, returned) go through the order state machine.
+  rails.spei.onStateChange(async (change) => {
+    await applySpeiStateChange(database.db, change);
+  });
+  return { config, database, db: database.db, keys, systemKey, auth, rails };
+}

@@ -1,0 +1,65 @@
+import { hkdfSync, randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * One master key (EMISOR_MASTER_KEY, 32 bytes in hex or Base64) derives a separate key per
+ * purpose, so a leak of one derived key exposes nothing else. Without the variable, in sandbox
+ * mode only, a generated key file in the data directory is used and a warning is printed.
+ */
+export interface KeyRing {
+  /** Signs bearer tokens (HMAC-SHA256). */
+  token: Buffer;
+  /** Seals card numbers at rest (AES-256-GCM). */
+  vault: Buffer;
+  /** Fingerprints card numbers for lookup (HMAC-SHA256). */
+  fingerprint: Buffer;
+  /** Seals the system RSA private key at rest (AES-256-GCM). */
+  wrap: Buffer;
+  /** Peppers PIN hashes (HMAC before scrypt): a stolen database alone cannot be brute-forced. */
+  pin: Buffer;
+  /** Fingerprints idempotent request bodies (HMAC-SHA256), which may hold a password or a PIN. */
+  idempotency: Buffer;
+}
+
+export class MasterKeyError extends Error {}
+
+export function parseMasterKey(text: string): Buffer {
+  const trimmed = text.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed)
+    ? Buffer.from(trimmed, "hex")
+    : Buffer.from(trimmed, "base64");
+  if (key.length !== 32)
+    throw new MasterKeyError("EMISOR_MASTER_KEY must be 32 bytes, as 64 hex digits or Base64");
+  return key;
+}
+
+export function loadMasterKey(options: {
+  masterKey: string | undefined;
+  dataDir: string;
+  sandbox: boolean;
+  warn: (message: string) => void;
+}): Buffer {
+  if (options.masterKey) return parseMasterKey(options.masterKey);
+  if (!options.sandbox) throw new MasterKeyError("EMISOR_MASTER_KEY is required when EMISOR_SANDBOX=false");
+  const file = path.join(options.dataDir, "master.key");
+  if (!existsSync(file)) {
+    mkdirSync(options.dataDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString("hex"), { mode: 0o600, flag: "wx" });
+    chmodSync(file, 0o600);
+  }
+  options.warn(`EMISOR_MASTER_KEY is not set: using the generated key in ${file} (sandbox only)`);
+  return parseMasterKey(readFileSync(file, "utf8"));
+}
+
+export function deriveKeyRing(master: Buffer): KeyRing {
+  const derive = (purpose: string) => Buffer.from(hkdfSync("sha256", master, "emisor", purpose, 32));
+  return {
+    token: derive("token-signing"),
+    vault: derive("pan-vault"),
+    fingerprint: derive("pan-fingerprint"),
+    wrap: derive("system-key-wrap"),
+    pin: derive("pin-pepper"),
+    idempotency: derive("idempotency-request"),
+  };
+}

@@ -1,0 +1,121 @@
+import { mkdirSync } from "node:fs";
+import { PGlite } from "@electric-sql/pglite";
+import { Kysely, PostgresDialect, sql, type Transaction } from "kysely";
+import pg from "pg";
+import { limits } from "../limits.ts";
+import { acquireDirLock } from "./dir-lock.ts";
+import { PGliteDialect } from "./pglite-dialect.ts";
+import type { Schema } from "./schema.ts";
+
+export type Db = Kysely<Schema>;
+export type Tx = Transaction<Schema>;
+/** Either the root handle or an open transaction: repositories accept both. */
+export type Queryable = Db | Tx;
+
+export type Engine = "pglite" | "postgres";
+
+export interface Database {
+  readonly engine: Engine;
+  readonly db: Db;
+  /** Runs a multi-statement SQL script inside the given transaction (migrations). */
+  execScript(tx: Tx, script: string): Promise<void>;
+  /** True when a trivial query answers within the timeout. */
+  ping(timeoutMs: number): Promise<boolean>;
+  /** PGlite only: the data directory as a tarball, used to clone migrated test databases. */
+  dump(): Promise<Blob>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  databaseUrl?: string | undefined;
+  /** PGlite data directory; `undefined` keeps the database in memory. */
+  dataDir?: string | undefined;
+  /** PGlite: start from this tarball instead of an empty cluster. */
+  loadDataDir?: Blob | undefined;
+  poolSize?: number;
+  /** Called with errors of idle PostgreSQL connections (a restarted server), which pg emits. */
+  onPoolError?: (error: Error) => void;
+}
+
+// int8 -> bigint everywhere: money is bigint centavos from the column to the edge.
+const int8Oid = 20;
+const numericOid = 1700;
+const parseBigint = (value: string) => BigInt(value);
+
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  return options.databaseUrl ? openPostgres(options.databaseUrl, options) : openPGlite(options);
+}
+
+async function openPGlite(options: DatabaseOptions): Promise<Database> {
+  if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+  // PGlite has no cross-process locking: two processes on one directory would corrupt it.
+  const releaseLock = options.dataDir ? acquireDirLock(options.dataDir) : () => {};
+  // One options object: `new PGlite(undefined, options)` silently drops the options (and with
+  // them the int8 parser, turning money into floats).
+  const pglite = new PGlite({
+    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+    parsers: { [int8Oid]: parseBigint, [numericOid]: (value: string) => value },
+  });
+  await pglite.waitReady;
+  const db = new Kysely<Schema>({ dialect: new PGliteDialect(pglite, limits.dbAcquireTimeoutMs) });
+  return {
+    engine: "pglite",
+    db,
+    // The transaction holds PGlite's only connection, so the raw handle runs inside it.
+    execScript: async (_tx, script) => {
+      await pglite.exec(script);
+    },
+    ping: async (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    dump: () => pglite.dumpDataDir("none"),
+    close: async () => {
+      await db.destroy();
+      releaseLock();
+    },
+  };
+}
+
+async function openPostgres(databaseUrl: string, options: DatabaseOptions): Promise<Database> {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.poolSize ?? 20,
+    connectionTimeoutMillis: limits.dbAcquireTimeoutMs,
+    idleTimeoutMillis: 30_000,
+    statement_timeout: limits.dbStatementTimeoutMs,
+    keepAlive: true,
+    types: {
+      getTypeParser: ((oid: number, format?: "text" | "binary") => {
+        if (oid === int8Oid) return parseBigint;
+        if (oid === numericOid) return (value: string) => value;
+        return pg.types.getTypeParser(oid, format);
+      }) as typeof pg.types.getTypeParser,
+    },
+  });
+  pool.on("error", (error) => options.onPoolError?.(error));
+  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    engine: "postgres",
+    db,
+    // With no parameters node-postgres uses the simple protocol, which allows several statements.
+    execScript: async (tx, script) => {
+      await sql.raw(script).execute(tx);
+    },
+    ping: async (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    dump: () => Promise.reject(new Error("dump is only available on PGlite")),
+    close: () => db.destroy(),
+  };
+}
+
+async function withTimeout(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([work.then(() => true), timeout]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}

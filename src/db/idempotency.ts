@@ -1,0 +1,156 @@
+import { createHmac } from "node:crypto";
+import { AppError, errors } from "../errors.ts";
+import type { Envelope } from "../http/envelope.ts";
+import type { Db, Queryable, Tx } from "./database.ts";
+
+/**
+ * Exactly-once for money-moving and creating requests. The first successful response for an
+ * (API key, Idempotency-Key) pair is stored IN THE SAME TRANSACTION as the change it reports, so
+ * a crash leaves either both or neither. A concurrent duplicate blocks on the primary key until
+ * the first commits, then finds the key taken: its own transaction rolls back and it answers
+ * with the stored response. Failures are not stored: a retry after a 4xx is evaluated again.
+ */
+export interface IdempotencyScope {
+  apiKeyId: string;
+  key: string;
+  requestHash: string;
+}
+
+export interface StoredResponse {
+  status: number;
+  body: Envelope;
+}
+
+export interface IdempotentResult extends StoredResponse {
+  replayed: boolean;
+}
+
+class KeyTaken extends Error {}
+
+/**
+ * Runs `work` in a transaction, recording its response under the key when one is given. When the
+ * work fails and a duplicate with the same key committed meanwhile, the duplicate's response is
+ * the answer: its change is what made this one fail (the cardholder it created now holds the
+ * unique rfc, the balance it spent is gone), and the client asked for that change once.
+ *
+ * `storedBody` changes what is kept for replays: a secret shown once (a webhook signing secret)
+ * must not be stored in clear, so its replay carries the response without it.
+ */
+export async function runIdempotent(
+  db: Db,
+  scope: IdempotencyScope | undefined,
+  work: (tx: Tx) => Promise<StoredResponse>,
+  options: { storedBody?: (body: Envelope) => Envelope } = {},
+): Promise<IdempotentResult> {
+  if (!scope) return { ...(await db.transaction().execute(work)), replayed: false };
+  try {
+    return await db.transaction().execute(async (tx) => {
+      const response = await work(tx);
+      const stored = options.storedBody ? { ...response, body: options.storedBody(response.body) } : response;
+      if (!(await recordResponse(tx, scope, stored))) throw new KeyTaken();
+      return { ...response, replayed: false };
+    });
+  } catch (error) {
+    const stored = await findStoredResponse(db, scope).catch((lookupError: unknown) => {
+      // A 4001 (another body under this key) is the answer; a failed lookup is not.
+      if (lookupError instanceof AppError) throw lookupError;
+      return undefined;
+    });
+    if (stored) return stored;
+    if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
+    throw error;
+  }
+}
+
+/** Inserts the response; false when the key is already taken (by a committed transaction). */
+export async function recordResponse(
+  tx: Tx,
+  scope: IdempotencyScope,
+  response: StoredResponse,
+): Promise<boolean> {
+  const inserted = await tx
+    .insertInto("idempotency_keys")
+    .values({
+      api_key_id: scope.apiKeyId,
+      key: scope.key,
+      request_hash: scope.requestHash,
+      response_status: response.status,
+      response_body: JSON.stringify(response.body),
+    })
+    .onConflict((oc) => oc.columns(["api_key_id", "key"]).doNothing())
+    .returning("key")
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** The stored response for this key: a replay when the request matches, 409 when it does not. */
+export async function findStoredResponse(
+  db: Queryable,
+  scope: IdempotencyScope,
+): Promise<IdempotentResult | undefined> {
+  const row = await db
+    .selectFrom("idempotency_keys")
+    .select(["request_hash", "response_status", "response_body"])
+    .where("api_key_id", "=", scope.apiKeyId)
+    .where("key", "=", scope.key)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  if (row.request_hash !== scope.requestHash) throw new AppError(errors.idempotencyKeyReused);
+  return { status: row.response_status, body: row.response_body as Envelope, replayed: true };
+}
+
+/** Keys older than the retention are forgotten (the architecture requires at least 24 h). */
+export async function purgeIdempotencyKeys(db: Queryable, olderThanHours: number): Promise<number> {
+  const cutoff = new Date(Date.now() - olderThanHours * 3600_000);
+  const result = await db.deleteFrom("idempotency_keys").where("created_at", "<", cutoff).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
+
+/** Canonical JSON (sorted keys), so the same body in another key order is the same request. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * The stored fingerprint of a request. Keyed (HMAC under a key derived from the master key): a
+ * body can hold a new API key's password or a PIN, and a plain hash of an otherwise guessable
+ * body would let whoever reads the table test guesses of it at hash speed.
+ */
+export function requestHash(key: Buffer, method: string, path: string, body: unknown): string {
+  return createHmac("sha256", key)
+    .update(`${method} ${path}\n${canonicalJson(body)}`)
+    .digest("hex");
+}
+
+/**
+ * Replaces the stored response of a key: for work finished after the request's transaction (an
+ * airtime top-up confirmed by the provider later), so a replay tells the final outcome.
+ */
+export async function replaceStoredResponse(
+  tx: Tx,
+  key: { apiKeyId: string; key: string },
+  response: StoredResponse,
+): Promise<void> {
+  await tx
+    .updateTable("idempotency_keys")
+    .set({ response_status: response.status, response_body: JSON.stringify(response.body) })
+    .where("api_key_id", "=", key.apiKeyId)
+    .where("key", "=", key.key)
+    .execute();
+}
+
+/** Forgets a key whose work failed after it was stored: like any failure, a retry is evaluated again. */
+export async function forgetIdempotencyKey(tx: Tx, key: { apiKeyId: string; key: string }): Promise<void> {
+  await tx
+    .deleteFrom("idempotency_keys")
+    .where("api_key_id", "=", key.apiKeyId)
+    .where("key", "=", key.key)
+    .execute();
+}

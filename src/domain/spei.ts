@@ -1,0 +1,100 @@
+import { randomInt } from "node:crypto";
+
+/**
+ * SPEI facts (domain-mx §6): Banxico return causes, account types by length, tracking keys and
+ * the operation date. Pure: no I/O.
+ */
+
+/** Banxico return causes (causas de devolución), by their two-digit code. */
+export const returnCauses: Readonly<Record<string, string>> = {
+  "01": "Cuenta inexistente",
+  "02": "Cuenta bloqueada",
+  "03": "Cuenta cancelada",
+  "05": "Cuenta en otra divisa",
+  "06": "Cuenta no pertenece al participante receptor",
+  "14": "Falta información mandatoria para completar el pago",
+  "15": "Tipo de pago erróneo",
+  "16": "Tipo de operación errónea",
+  "17": "Tipo de cuenta no corresponde",
+  "19": "Carácter inválido",
+  "20": "Excede el límite de saldo autorizado de la cuenta",
+  "21": "Excede el límite de abonos permitidos en el mes en la cuenta",
+  "22": "Número de línea de telefonía móvil no registrado",
+  "23": "Cuenta adicional no recibe pagos que no proceden de Banxico",
+  "25": "Falta instrucción de dispersión al alcanzar el límite de saldo",
+  "26": "Resolución del convenio de colaboración para la protección del cliente emisor",
+  "27": "Pago opcional no aceptado por el receptor",
+  "28": "Pago CoDi sin aviso en tiempo reducido",
+  "30": "Clave de rastreo duplicada para el emisor y día de operación",
+  "31": "Certificado del emisor vencido",
+};
+
+export function isReturnCause(code: string): boolean {
+  return Object.hasOwn(returnCauses, code);
+}
+
+export function returnCauseText(code: string): string {
+  return returnCauses[code] ?? "Causa desconocida";
+}
+
+export type AccountType = "PHONE" | "CARD" | "CLABE";
+
+/** SPEI's account-type codes (tipo de cuenta): 10 mobile phone, 3 debit card, 40 CLABE. */
+export const accountTypeCodes: Readonly<Record<AccountType, string>> = {
+  PHONE: "10",
+  CARD: "3",
+  CLABE: "40",
+};
+
+/** The account type a beneficiary account of this many digits is (10, 16 or 18), if any. */
+export function accountTypeOf(account: string): AccountType | undefined {
+  if (/^[0-9]{10}$/.test(account)) return "PHONE";
+  if (/^[0-9]{16}$/.test(account)) return "CARD";
+  if (/^[0-9]{18}$/.test(account)) return "CLABE";
+  return undefined;
+}
+
+export const trackingKeyLengthMax = 30;
+const trackingAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/**
+ * A new tracking key: "EMS", the operation date (YYYYMMDD) and 12 random base-36 characters
+ * (23 alphanumerics; 36^12 keys per day). Uniqueness per day is enforced by the database; a
+ * collision is retried with a fresh key.
+ */
+export function newTrackingKey(operationDate: string): string {
+  let random = "";
+  for (let i = 0; i < 12; i++) random += trackingAlphabet[randomInt(trackingAlphabet.length)];
+  return `EMS${operationDate.replace(/-/g, "")}${random}`;
+}
+
+export function isTrackingKey(key: string): boolean {
+  return new RegExp(`^[0-9A-Za-z]{1,${trackingKeyLengthMax}}$`).test(key);
+}
+
+const mexicoCityDate = new Intl.DateTimeFormat("en-CA", {
+  timeZone: "America/Mexico_City",
+  year: "numeric",
+  month: "2-digit",
+  day: "2-digit",
+});
+
+/**
+ * The SPEI operation date of an instant: its calendar day in Mexico City (YYYY-MM-DD). SPEI runs
+ * all day every day; Emisor does not model the participant's end-of-day cut-off.
+ */
+export function operationDateOf(instant: Date): string {
+  return mexicoCityDate.format(instant);
+}
+
+/** True when `text` is YYYY-MM-DD naming a real calendar day. */
+export function isRealDate(text: string): boolean {
+  if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text)) return false;
+  const date = new Date(`${text}T00:00:00Z`);
+  return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
+}
+
+/** Whole days from `from` to `to` (both YYYY-MM-DD). */
+export function daysBetween(from: string, to: string): number {
+  return Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000);
+}

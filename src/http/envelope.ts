@@ -1,0 +1,51 @@
+import { type TSchema, Type } from "typebox";
+import type { ErrorDef, ValidationDetail } from "../errors.ts";
+
+/** Every /v1 response, success or failure (contract 2.1). */
+export interface Envelope<T = unknown> {
+  success: boolean;
+  code: number;
+  message: string;
+  data: T;
+}
+
+export function ok<T>(data: T, message = "OK"): Envelope<T> {
+  return { success: true, code: 0, message, data };
+}
+
+export function failure(
+  def: ErrorDef,
+  message: string,
+  details?: ValidationDetail[],
+): Envelope<{ details: ValidationDetail[] } | null> {
+  return { success: false, code: def.code, message, data: details ? { details } : null };
+}
+
+export function EnvelopeSchema<T extends TSchema>(data: T, description?: string) {
+  return Type.Object(
+    {
+      success: Type.Boolean(),
+      code: Type.Integer({ description: "0 on success" }),
+      message: Type.String(),
+      data,
+    },
+    description ? { description } : {},
+  );
+}
+
+export const ErrorEnvelopeSchema = Type.Object(
+  {
+    success: Type.Boolean(),
+    code: Type.Integer({ description: "A code of the error catalog" }),
+    message: Type.String(),
+    data: Type.Union([
+      Type.Null(),
+      Type.Object({
+        details: Type.Array(
+          Type.Object({ field: Type.String(), rule: Type.String(), message: Type.String() }),
+        ),
+      }),
+    ]),
+  },
+  { description: "Failure: success false, a catalog code, a message; details for validation errors" },
+);

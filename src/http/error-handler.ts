@@ -1,0 +1,103 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { AppError, type ErrorDef, errors } from "../errors.ts";
+import { failure } from "./envelope.ts";
+import { validationDetails } from "./validation.ts";
+
+/**
+ * The one error handler: every failure leaves as the envelope with a catalog code. Client
+ * mistakes keep their own code and status; dependency outages become 503; anything else is a
+ * bug, logged in full and answered with a generic 500 that reveals nothing.
+ */
+
+// Connection-level failures of PostgreSQL (class 08, shutdown 57P0x, too many connections) and
+// node-postgres' own messages for a pool that cannot connect or a socket that died.
+const unavailableSqlStates = new Set([
+  "08000",
+  "08001",
+  "08003",
+  "08004",
+  "08006",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+]);
+const unavailableSocketCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+]);
+// Statement timeout, serialization failure and deadlock that survived retries: transient.
+const transientSqlStates = new Set(["57014", "40001", "40P01"]);
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && (unavailableSqlStates.has(code) || unavailableSocketCodes.has(code)))
+    return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly/i.test(
+    error.message,
+  );
+}
+
+function isTransientDatabaseError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && transientSqlStates.has(code);
+}
+
+const fastifyCodes: Record<string, ErrorDef> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: errors.unsupportedMediaType,
+  FST_ERR_CTP_BODY_TOO_LARGE: errors.bodyTooLarge,
+  FST_ERR_CTP_EMPTY_JSON_BODY: errors.bodyRequired,
+  FST_ERR_CTP_INVALID_JSON_BODY: errors.malformedJson,
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: errors.malformedJson,
+};
+
+function send(reply: FastifyReply, def: ErrorDef, message: string, details?: AppError["details"]) {
+  return reply.code(def.status).send(failure(def, message, details));
+}
+
+export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
+  if (error instanceof AppError) {
+    if (error.headers) reply.headers(error.headers);
+    return send(reply, error.def, error.message, error.details);
+  }
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    const details = validationDetails(fastifyError.validation as never, fastifyError.validationContext);
+    const first = details[0];
+    const message = first ? `${first.field}: ${first.message}` : "The request is invalid";
+    return send(
+      reply,
+      errors.validationFailed,
+      details.length > 1 ? `${message} (and ${details.length - 1} more)` : message,
+      details,
+    );
+  }
+  const mapped = fastifyError.code ? fastifyCodes[fastifyError.code] : undefined;
+  if (mapped) return send(reply, mapped, mapped.message);
+  if (error instanceof SyntaxError || fastifyError.code === "FST_ERR_CTP_INVALID_CONTENT_LENGTH") {
+    return send(reply, errors.malformedJson, errors.malformedJson.message);
+  }
+  // Other 4xx raised by Fastify itself (a malformed URL, a bad header) are the client's.
+  const status = fastifyError.statusCode ?? 500;
+  if (status === 404) return send(reply, errors.routeNotFound, errors.routeNotFound.message);
+  if (status >= 400 && status < 500) return send(reply, errors.validationFailed, error.message);
+  if (isDatabaseUnavailable(error) || isTransientDatabaseError(error)) {
+    request.log.warn({ err: error }, "database unavailable");
+    reply.header("retry-after", "1");
+    return send(reply, errors.databaseUnavailable, errors.databaseUnavailable.message);
+  }
+  request.log.error({ err: error }, "unhandled error");
+  return send(reply, errors.internalError, errors.internalError.message);
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler((request, reply) => {
+    send(reply, errors.routeNotFound, `No route ${request.method} ${request.url.split("?")[0]}`);
+  });
+}

@@ -1,0 +1,35 @@
+import type { FastifyInstance, FastifyReply } from "fastify";
+import type { Db } from "../db/database.ts";
+import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
+import { AppError, errors } from "../errors.ts";
+import { limits } from "../limits.ts";
+
+const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax}}$`);
+
+/**
+ * Routes marked `config: { idempotent: true }` accept an `Idempotency-Key` header. This hook
+ * validates it, fingerprints the request, and answers a repeated key at once from the store
+ * (the service still guards the race inside its transaction: see db/idempotency.ts).
+ */
+export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffer): void {
+  app.addHook("preHandler", async (request, reply) => {
+    if (!request.routeOptions.config.idempotent) return;
+    const header = request.headers["idempotency-key"];
+    if (header === undefined) return;
+    if (typeof header !== "string" || !keyPattern.test(header))
+      throw new AppError(errors.invalidIdempotencyKey);
+    request.idempotency = {
+      apiKeyId: request.caller.apiKeyId,
+      key: header,
+      requestHash: requestHash(hashKey, request.method, request.url.split("?")[0] ?? "", request.body),
+    };
+    const stored = await findStoredResponse(db, request.idempotency);
+    if (stored) return sendResult(reply, stored);
+  });
+}
+
+/** Sends a service result, marking replays with `Idempotent-Replayed: true`. */
+export function sendResult(reply: FastifyReply, result: IdempotentResult): FastifyReply {
+  if (result.replayed) reply.header("idempotent-replayed", "true");
+  return reply.code(result.status).send(result.body);
+}

@@ -1,0 +1,87 @@
+import { type TSchema, Type } from "typebox";
+import { limits } from "../limits.ts";
+import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
+
+/**
+ * Schema pieces shared by every module. `x-message` gives a failed pattern a human rule;
+ * `x-decimals` bounds the decimals of a JSON number (see validation.ts).
+ */
+export const Uuid = (description?: string) =>
+  Type.String({ format: "uuid", "x-message": "must be a UUID", ...(description ? { description } : {}) });
+
+export const Text = (min: number, max: number, description?: string) =>
+  Type.String({ minLength: min, maxLength: max, ...(description ? { description } : {}) });
+
+export const Digits = (count: number, description?: string) =>
+  Type.String({
+    pattern: `^[0-9]{${count}}$`,
+    "x-message": `must be exactly ${count} digits`,
+    ...(description ? { description } : {}),
+  });
+
+export const DigitsBetween = (min: number, max: number, description?: string) =>
+  Type.String({
+    pattern: `^[0-9]{${min},${max}}$`,
+    "x-message": `must be ${min}-${max} digits`,
+    ...(description ? { description } : {}),
+  });
+
+export const Email = (description?: string) =>
+  Type.String({
+    format: "email",
+    maxLength: 100,
+    "x-message": "must be an email address",
+    ...(description ? { description } : {}),
+  });
+
+/** A peso amount: a JSON number, positive, at most 2 decimals (e.g. 150.5). */
+export const Pesos = (description?: string) =>
+  Type.Number({
+    exclusiveMinimum: 0,
+    "x-decimals": 2,
+    ...(description ? { description } : { description: "MXN, at most 2 decimals" }),
+  });
+
+/** A non-negative peso amount (incomes, commissions). */
+export const PesosOrZero = (description?: string) =>
+  Type.Number({ minimum: 0, "x-decimals": 2, ...(description ? { description } : {}) });
+
+export const Latitude = Type.Number({
+  minimum: -90,
+  maximum: 90,
+  "x-decimals": 5,
+  description: "Degrees, -90 to 90 (south negative), at most 5 decimals",
+});
+export const Longitude = Type.Number({
+  minimum: -180,
+  maximum: 180,
+  "x-decimals": 5,
+  description: "Degrees, -180 to 180 (west negative), at most 5 decimals",
+});
+
+/** YYYY-MM-DD that names a real calendar day. */
+export const DateString = (description?: string) =>
+  Type.String({
+    format: "date",
+    pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    "x-message": "must be a real date YYYY-MM-DD",
+    ...(description ? { description } : {}),
+  });
+
+export const PageQuery = {
+  page: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.pageNumberMax, default: 1 })),
+  per_page: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: limits.pageSizeMax, default: limits.pageSizeDefault }),
+  ),
+};
+
+/** The response map of a route: its success envelope plus the shared error envelope. */
+export function responses<T extends TSchema>(data: T, description?: string) {
+  return {
+    200: EnvelopeSchema(data, description),
+    "4xx": ErrorEnvelopeSchema,
+    "5xx": ErrorEnvelopeSchema,
+  };
+}
+
+export const bearerAuth = [{ bearerAuth: [] }];

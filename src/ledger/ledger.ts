@@ -1,0 +1,193 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { sql } from "kysely";
+import type { Queryable, Tx } from "../db/database.ts";
+import type { LedgerAccountKind } from "../db/schema.ts";
+import { AppError, errors } from "../errors.ts";
+import type { Cents } from "./money.ts";
+
+/**
+ * The double-entry ledger. It imports no module: services call it inside their own transaction,
+ * so a money movement commits or rolls back together with the change it belongs to.
+ */
+export interface Posting {
+  accountId: string;
+  amountCents: Cents;
+}
+
+export interface EntryInput {
+  id?: string;
+  kind: string;
+  description?: string | null;
+  clientId?: string | null;
+  reversesId?: string | null;
+  metadata?: Record<string, unknown> | null;
+  postings: Posting[];
+}
+
+/** An account would go below zero; `accountId` says which. Services map it to their own code. */
+export class InsufficientFundsError extends AppError {
+  readonly accountId: string;
+  constructor(accountId: string) {
+    super(errors.insufficientFunds);
+    this.accountId = accountId;
+  }
+}
+
+export async function createAccount(
+  tx: Queryable,
+  account: { id?: string; kind: Exclude<LedgerAccountKind, "SYSTEM">; clientId: string },
+): Promise<string> {
+  const id = account.id ?? randomUUID();
+  await tx
+    .insertInto("ledger_accounts")
+    .values({ id, kind: account.kind, client_id: account.clientId, allow_negative: false })
+    .execute();
+  return id;
+}
+
+/**
+ * Applies the postings to their balances (in account-id order, so concurrent entries lock rows
+ * in the same order and cannot deadlock), then writes the entry and its postings. A balance
+ * that may not go negative is protected twice: by the conditional update here, which turns it
+ * into InsufficientFundsError, and by the table's CHECK constraint.
+ */
+export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
+  assertBalanced(input.postings);
+  const id = input.id ?? randomUUID();
+  for (const [accountId, delta] of netByAccount(input.postings)) {
+    if (delta !== 0n) await applyDelta(tx, accountId, delta);
+  }
+  await tx
+    .insertInto("journal_entries")
+    .values({
+      id,
+      kind: input.kind,
+      description: input.description ?? null,
+      client_id: input.clientId ?? null,
+      reverses_id: input.reversesId ?? null,
+      metadata: input.metadata ? JSON.stringify(input.metadata) : null,
+    })
+    .execute();
+  await tx
+    .insertInto("postings")
+    .values(
+      input.postings.map((p) => ({ entry_id: id, account_id: p.accountId, amount_cents: p.amountCents })),
+    )
+    .execute();
+  return id;
+}
+
+/** The entry was reversed already; a second reversal would move the money twice. */
+export class AlreadyReversedError extends Error {
+  constructor(entryId: string) {
+    super(`journal entry ${entryId} is already reversed`);
+  }
+}
+
+/**
+ * Posts the mirror image of an entry. An entry can be reversed once: checked here, and by a
+ * unique index on reverses_id for two reversals racing. Reversing may fail with
+ * InsufficientFundsError if the money was spent since.
+ */
+export async function reverseEntry(
+  tx: Tx,
+  entryId: string,
+  options: {
+    kind: string;
+    description?: string;
+    clientId?: string | null;
+    metadata?: Record<string, unknown>;
+  },
+): Promise<string> {
+  const reversed = await tx
+    .selectFrom("journal_entries")
+    .select("id")
+    .where("reverses_id", "=", entryId)
+    .executeTakeFirst();
+  if (reversed) throw new AlreadyReversedError(entryId);
+  const postings = await tx
+    .selectFrom("postings")
+    .select(["account_id", "amount_cents"])
+    .where("entry_id", "=", entryId)
+    .orderBy("id")
+    .execute();
+  assert.ok(postings.length > 0, `entry ${entryId} has no postings to reverse`);
+  try {
+    return await postEntry(tx, {
+      kind: options.kind,
+      description: options.description ?? null,
+      clientId: options.clientId ?? null,
+      reversesId: entryId,
+      metadata: options.metadata ?? null,
+      postings: postings.map((p) => ({ accountId: p.account_id, amountCents: -p.amount_cents })),
+    });
+  } catch (error) {
+    if ((error as { constraint?: string }).constraint === "journal_entries_reverses_id_key") {
+      throw new AlreadyReversedError(entryId);
+    }
+    throw error;
+  }
+}
+
+export async function balanceOf(db: Queryable, accountId: string): Promise<Cents> {
+  const row = await db
+    .selectFrom("ledger_accounts")
+    .select("balance_cents")
+    .where("id", "=", accountId)
+    .executeTakeFirst();
+  assert.ok(row, `ledger account ${accountId} does not exist`);
+  return row.balance_cents;
+}
+
+function assertBalanced(postings: Posting[]): void {
+  assert.ok(postings.length >= 2, "an entry needs at least two postings");
+  let sum = 0n;
+  for (const posting of postings) {
+    assert.ok(posting.amountCents !== 0n, "a posting of zero is meaningless");
+    sum += posting.amountCents;
+  }
+  assert.equal(sum, 0n, "postings of an entry must sum to zero");
+}
+
+function netByAccount(postings: Posting[]): Array<[string, Cents]> {
+  const net = new Map<string, Cents>();
+  for (const p of postings) net.set(p.accountId, (net.get(p.accountId) ?? 0n) + p.amountCents);
+  return [...net.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+async function applyDelta(tx: Tx, accountId: string, delta: Cents): Promise<void> {
+  const result = await sql<{ balance_cents: bigint }>`
+    update ledger_accounts set balance_cents = balance_cents + ${delta}
+    where id = ${accountId} and (allow_negative or balance_cents + ${delta} >= 0)
+    returning balance_cents`.execute(tx);
+  if (result.rows.length === 1) return;
+  const exists = await tx
+    .selectFrom("ledger_accounts")
+    .select("id")
+    .where("id", "=", accountId)
+    .executeTakeFirst();
+  assert.ok(exists, `ledger account ${accountId} does not exist`);
+  throw new InsufficientFundsError(accountId);
+}
+
+/** The ledger's invariants, for tests, benchmarks and the chaos run. Empty when all hold. */
+export async function checkInvariants(db: Queryable): Promise<string[]> {
+  const problems: string[] = [];
+  const total = await sql<{ total: string | null }>`
+    select sum(balance_cents)::text as total from ledger_accounts`.execute(db);
+  if ((total.rows[0]?.total ?? "0") !== "0") problems.push(`balances sum to ${total.rows[0]?.total}, not 0`);
+  const unbalanced = await sql<{ entry_id: string }>`
+    select entry_id from postings group by entry_id having sum(amount_cents) <> 0 limit 10`.execute(db);
+  for (const row of unbalanced.rows) problems.push(`entry ${row.entry_id} does not balance`);
+  const drift = await sql<{ id: string }>`
+    select a.id from ledger_accounts a
+    left join (select account_id, sum(amount_cents) as s from postings group by account_id) p on p.account_id = a.id
+    where a.balance_cents <> coalesce(p.s, 0) limit 10`.execute(db);
+  for (const row of drift.rows)
+    problems.push(`account ${row.id} balance differs from the sum of its postings`);
+  const negative = await sql<{ id: string }>`
+    select id from ledger_accounts where not allow_negative and balance_cents < 0 limit 10`.execute(db);
+  for (const row of negative.rows) problems.push(`account ${row.id} is negative`);
+  return problems;
+}

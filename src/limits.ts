@@ -1,0 +1,120 @@
+/**
+ * Every bound Emisor enforces, in one place. Units and qualifiers go last in the name.
+ * Changing a number here changes behaviour everywhere it is used, and the README quotes them.
+ */
+export const limits = {
+  /** Largest request body accepted, in bytes. */
+  bodyBytesMax: 64 * 1024,
+  /** Largest amount of a single money movement, in centavos (10,000,000.00 MXN). */
+  amountCentsMax: 1_000_000_000n,
+  /** Largest balance a client may be funded with at creation, in centavos. */
+  fundingCentsMax: 100_000_000_000n,
+  /** Levels of the client tree, the root included: a sub-client's lineage is at most this long. */
+  clientDepthMax: 8,
+  /** Largest monthly income a cardholder may declare, in centavos (100,000,000.00 MXN). */
+  monthlyIncomeCentsMax: 10_000_000_000n,
+  /** Oldest birthdate accepted for a cardholder, in years before today. */
+  cardholderAgeYearsMax: 130,
+  /** The new API key password of a sub-client; the minimum is configured (EMISOR_API_KEY_PASSWORD_MIN_LENGTH). */
+  apiKeyPasswordLengthMax: 30,
+  pageSizeDefault: 50,
+  pageSizeMax: 100,
+  pageNumberMax: 1_000_000,
+  /** Failed logins from one IP address within the window before 429. */
+  loginFailuresPerIpMax: 20,
+  loginFailureWindowSeconds: 60,
+  /** Failed logins of one API key before it is locked, and for how long. */
+  loginFailuresPerKeyMax: 10,
+  loginLockSeconds: 30 * 60,
+  /** Idempotency keys are kept at least this long (architecture: >= 24 h). */
+  idempotencyKeyTtlHours: 48,
+  idempotencyKeyLengthMax: 255,
+  /** RSA keys: the minimum modulus a client may register. */
+  rsaKeyBitsMin: 2048,
+  rsaKeyBitsMax: 8192,
+  publicKeyPemLengthMax: 4096,
+  /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
+  cipherTextLengthMax: 1024,
+  /** How long a request may wait for a database connection before 503. */
+  dbAcquireTimeoutMs: 5_000,
+  /** How long one SQL statement may run before it is cancelled. */
+  dbStatementTimeoutMs: 15_000,
+  /** Cards minted by one stock request. */
+  stockMintMax: 10_000,
+  /** Wrong PINs in a row before a card's PIN is locked (a new PIN unlocks it). */
+  pinAttemptsMax: 3,
+  /** Payments of one payer applied in one transaction, at most. */
+  paymentBatchMax: 256,
+  /** Graceful shutdown: how long in-flight requests get to finish. */
+  shutdownGraceMs: 10_000,
+  /** Webhook endpoints one client may register. */
+  webhookEndpointsPerClientMax: 20,
+  webhookUrlLengthMax: 2048,
+  webhookDescriptionLengthMax: 100,
+  /** Random bytes of a signing secret (Standard Webhooks allows 24-64). */
+  webhookSecretBytes: 32,
+  /** After a rotation the previous secret keeps signing (a second signature) this long. */
+  webhookSecretRotationGraceHours: 24,
+  /** One delivery attempt: connect, send and receive the status line within this. */
+  webhookTimeoutMs: 10_000,
+  /**
+   * Attempts of one delivery, waiting base * 2^(n-1) (+ up to 10% jitter) after failure n:
+   * 1, 2, 4 ... 256 minutes, so a delivery is retried for about 8.5 hours before it fails.
+   */
+  webhookAttemptsMax: 10,
+  webhookBackoffBaseMs: 60_000,
+  /** How often an idle delivery worker looks for due deliveries. */
+  webhookPollIntervalMs: 1_000,
+  /**
+   * A claimed delivery is hidden from other workers for the timeout plus this margin; if its
+   * worker dies, another retries it after that (with the same webhook-id).
+   */
+  webhookLeaseMarginMs: 30_000,
+  /** Deliveries one process sends at the same time. */
+  webhookConcurrencyMax: 16,
+  /** Deliveries shown in GET /v1/webhooks/{id}, newest first. */
+  webhookRecentDeliveriesMax: 20,
+  /** Length of the error text kept for the owner to read (never a response body). */
+  webhookErrorLengthMax: 200,
+
+  /** Collection-account listing (4.8): the widest init_date..end_date range, in days (inclusive). */
+  transferListRangeDaysMax: 366,
+  /** Opaque listing cursor, in characters. */
+  transferCursorLengthMax: 200,
+  /** SPEI names and payment concepts (domain-mx §6), in characters. */
+  speiNameLengthMax: 40,
+  speiConceptLengthMax: 40,
+  /** SPEI numeric reference (referencia numérica), in digits. */
+  speiNumericReferenceDigitsMax: 7,
+  /** RFC/CURP fields of SPEI messages, in characters (a CURP is 18). */
+  speiRfcCurpLengthMax: 18,
+  /** The largest incoming transfer credited, in centavos; a larger one is returned (cause 20). */
+  speiIncomingCentsMax: 1_000_000_000n,
+  /** Signed rail callbacks older or newer than this (clock skew) are refused, in seconds. */
+  speiWebhookToleranceSeconds: 300,
+  /** Free text a rail sends with a state change (Detalle) or a failure, as stored, in characters. */
+  railDetailLengthMax: 200,
+  /** The last error of a rail job, as stored for operators, in characters. */
+  railErrorLengthMax: 500,
+  /** Fresh tracking keys tried before giving up on a (vanishingly unlikely) collision run. */
+  trackingKeyAttemptsMax: 5,
+
+  /** Rail dispatch: rows one worker pass claims, per rail. */
+  railBatchSize: 20,
+  /** Rail dispatch: how often a worker looks for due work when idle, in milliseconds. */
+  railPollIntervalMs: 500,
+  /** A claimed rail job is invisible to other workers this long (then re-sent: rails dedup), in seconds. */
+  railLeaseSeconds: 30,
+  /** A rail or provider call that has not answered within this is treated as unavailable, in ms. */
+  railCallTimeoutMs: 10_000,
+  /** An order still ENVIADA this long after it was sent is sent again (the rail dedups), in seconds. */
+  speiSettlementCheckSeconds: 600,
+  /** Backoff between attempts of a rail job: first and largest wait, in seconds. */
+  railRetryBaseSeconds: 2,
+  railRetryMaxSeconds: 300,
+
+  /** Airtime (4.9) field bounds, in characters. */
+  airtimeProductIdLengthMax: 40,
+  airtimeExternalIdLengthMax: 128,
+  airtimeAdditionalDataLengthMax: 2048,
+} as const;

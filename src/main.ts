@@ -1,0 +1,131 @@
+import type { FastifyInstance } from "fastify";
+import { pino } from "pino";
+import { buildApp } from "./app.ts";
+import { type Config, loadConfig } from "./config.ts";
+import { createContext } from "./context.ts";
+import { openDatabase } from "./db/database.ts";
+import { migrate } from "./db/migrate.ts";
+import { loggerOptions } from "./http/logger.ts";
+import { limits } from "./limits.ts";
+import { countClients } from "./modules/clients/repository.ts";
+import { createRootClient } from "./modules/clients/service.ts";
+import { WebhookWorker } from "./modules/webhooks/worker.ts";
+import { startWorkers } from "./workers.ts";
+
+/**
+ * The process entry: open the database, migrate, create the sandbox tenant on a first start,
+ * listen, and shut down gracefully on SIGTERM/SIGINT (stop accepting, finish in-flight requests,
+ * stop workers, close the database).
+ */
+export async function runServer(
+  config: Config,
+): Promise<{ app: FastifyInstance; stop: () => Promise<void> }> {
+  const logger = pino(loggerOptions(config.logLevel) as object);
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    poolSize: config.dbPoolSize,
+    onPoolError: (error) => logger.warn({ err: error }, "idle database connection failed"),
+  });
+  const applied = await migrate(database);
+  if (applied.length > 0) logger.info({ applied }, "migrations applied");
+  const ctx = await createContext(config, database, (message: string) => logger.warn(message));
+  const firstTenant =
+    config.sandbox && (await countClients(ctx.db)) === 0
+      ? await createRootClient(ctx.db, {
+          name: "Sandbox tenant",
+          alias: "SANDBOX",
+          availableCents: 100_000_000n,
+          clabeBankPrefix: config.clabeBankPrefix,
+        })
+      : undefined;
+
+  const app = await buildApp(ctx, { loggerInstance: logger });
+  await app.listen({ host: config.host, port: config.port });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : config.port;
+  const base = `http://${config.host}:${port}`;
+  // Webhook delivery runs beside the API; any number of processes may run it on one database.
+  // Started before the banner, which tells the operator (and tests) that the process is ready.
+  const webhooks = config.workers
+    ? new WebhookWorker({
+        db: ctx.db,
+        vaultKey: ctx.keys.vault,
+        log: logger.child({ worker: "webhooks" }),
+      }).start()
+    : undefined;
+  // Rail dispatch (SPEI orders) and airtime recovery, likewise safe with several processes.
+  const rails = config.workers ? startWorkers(ctx, logger) : undefined;
+  printBanner(config, base, firstTenant ? { ...firstTenant.apiKey, clabe: firstTenant.clabe } : undefined);
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      const force = setTimeout(() => process.exit(1), limits.shutdownGraceMs).unref();
+      // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
+      // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
+      await Promise.all([app.close(), rails?.stop()]);
+      await webhooks?.stop();
+      await database.close();
+      clearTimeout(force);
+    })();
+    return stopping;
+  };
+  return { app, stop };
+}
+
+function printBanner(
+  config: Config,
+  base: string,
+  tenant?: { key: string; password: string; clabe: string },
+): void {
+  const engine = config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`;
+  const lines = [`Emisor listening on ${base} (${engine}); API docs at ${base}/docs`];
+  const key = tenant?.key ?? "<api_key>";
+  const password = tenant?.password ?? "<password>";
+  if (tenant) {
+    lines.push(
+      "A sandbox tenant was created with 1,000,000.00 MXN. Save its password now; it is not shown again:",
+      `  api_key:  ${tenant.key}`,
+      `  password: ${tenant.password}`,
+      `  collection CLABE: ${tenant.clabe} (POST /v1/sandbox/spei/incoming simulates a transfer to it)`,
+    );
+  } else {
+    lines.push(
+      "Log in with an API key from the first start, or create one: npm run emisor -- tenant create --name 'My company'",
+    );
+  }
+  lines.push(
+    "Log in:",
+    `  curl -si -X POST ${base}/v1/auth/login -H 'Content-Type: application/json' -d '{"api_client":{"api_key":"${key}","password":"${password}"}}'`,
+  );
+  // The banner is for the operator's terminal, not the structured log.
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+export async function main(): Promise<void> {
+  // Handlers go in before anything starts: a signal that arrived between the banner and their
+  // installation would otherwise kill the process with the default action, skipping shutdown.
+  // A signal during start-up is remembered and honoured once the server is up.
+  let stop: (() => Promise<void>) | undefined;
+  let stopRequested = false;
+  const shutdown = () => {
+    stopRequested = true;
+    stop?.().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  // `on`, not `once`: a second signal (a relayed one, an impatient Ctrl-C) must not kill the
+  // process mid-shutdown; stop() runs once and a grace timer bounds it.
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, shutdown);
+  ({ stop } = await runServer(loadConfig()));
+  if (stopRequested) shutdown();
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().catch((error: unknown) => {
+    process.stderr.write(`emisor: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,102 @@
+import type { Insertable } from "kysely";
+import { sql } from "kysely";
+import type { Queryable, Tx } from "../../db/database.ts";
+import type { AirtimeTopupStatus, AirtimeTopupsTable } from "../../db/schema.ts";
+
+/** SQL of airtime: the global product catalog and the top-ups. */
+
+export interface AirtimeProductRow {
+  id: string;
+  sku: string;
+  carrier: string;
+  name: string;
+  description: string;
+  amount_cents: bigint;
+  status: "ACTIVE" | "INACTIVE";
+}
+
+const productColumns = ["id", "sku", "carrier", "name", "description", "amount_cents", "status"] as const;
+
+export async function listProducts(db: Queryable): Promise<AirtimeProductRow[]> {
+  return db
+    .selectFrom("airtime_products")
+    .select(productColumns)
+    .where("status", "=", "ACTIVE")
+    .orderBy("carrier")
+    .orderBy("amount_cents")
+    .execute();
+}
+
+/** A product by its UUID or by its SKU (TELCEL_100, any case). */
+export async function findProduct(db: Queryable, idOrSku: string): Promise<AirtimeProductRow | undefined> {
+  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrSku);
+  return db
+    .selectFrom("airtime_products")
+    .select(productColumns)
+    .where((eb) => (isUuid ? eb("id", "=", idOrSku.toLowerCase()) : eb("sku", "=", idOrSku.toUpperCase())))
+    .executeTakeFirst();
+}
+
+export type NewTopup = Insertable<AirtimeTopupsTable>;
+
+export interface TopupRow {
+  id: string;
+  client_id: string;
+  payer_account_id: string;
+  card_id: string | null;
+  product_id: string;
+  phone_number: string;
+  email: string;
+  external_id: string | null;
+  additional_data: string | null;
+  amount_cents: bigint;
+  status: AirtimeTopupStatus;
+  provider_reference: string | null;
+  failure_reason: string | null;
+  entry_id: string;
+  reversal_entry_id: string | null;
+  api_key_id: string | null;
+  idempotency_key: string | null;
+  completed_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export async function insertTopup(tx: Tx, row: NewTopup): Promise<void> {
+  await tx.insertInto("airtime_topups").values(row).execute();
+}
+
+export async function findTopup(db: Queryable, id: string, forUpdate = false): Promise<TopupRow | undefined> {
+  const lock = forUpdate ? sql.raw("for update") : sql.raw("");
+  const result = await sql<TopupRow>`select * from airtime_topups where id = ${id} ${lock}`.execute(db);
+  return result.rows[0];
+}
+
+export async function findTopupInScope(
+  db: Queryable,
+  callerId: string,
+  id: string,
+): Promise<TopupRow | undefined> {
+  const result = await sql<TopupRow>`
+    select t.* from airtime_topups t join clients c on c.id = t.client_id
+    where t.id = ${id} and ${callerId}::uuid = any(c.lineage)`.execute(db);
+  return result.rows[0];
+}
+
+/** Moves a PENDING top-up to its final state; false when it was not PENDING any more. */
+export async function finishTopup(
+  tx: Tx,
+  id: string,
+  to: Exclude<AirtimeTopupStatus, "PENDING">,
+  set: { provider_reference?: string; failure_reason?: string; reversal_entry_id?: string },
+): Promise<boolean> {
+  const now = new Date();
+  const result = await tx
+    .updateTable("airtime_topups")
+    .set({ ...set, status: to, updated_at: now, ...(to === "COMPLETED" ? { completed_at: now } : {}) })
+    .where("id", "=", id)
+    .where("status", "=", "PENDING")
+    .returning("id")
+    .executeTakeFirst();
+  return result !== undefined;
+}

@@ -1,0 +1,96 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { invalidField } from "../../errors.ts";
+import { ok } from "../../http/envelope.ts";
+import { sendResult } from "../../http/idempotency.ts";
+import { bearerAuth, responses } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import { resolveActiveCard } from "../cards/service.ts";
+import { ProductsData, TopupBody, type TopupBodyType, TopupData, TopupParams } from "./schemas.ts";
+import { type AirtimeDeps, getTopup, listAirtimeProducts, topupAirtime } from "./service.ts";
+
+/** Airtime (4.9): the product catalog, top-ups and their state. */
+export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const deps: AirtimeDeps = {
+    db: ctx.db,
+    provider: ctx.rails.airtime,
+    findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef, "id"),
+    warn: (message, detail) => app.log.warn(detail, message),
+  };
+
+  app.get(
+    "/v1/airtime/products",
+    {
+      schema: {
+        tags: ["airtime"],
+        summary: "Airtime products (carrier and amount), for product_id",
+        security: bearerAuth,
+        response: responses(ProductsData),
+      },
+    },
+    async () => ok(await listAirtimeProducts(ctx.db)),
+  );
+
+  app.post<{ Body: TopupBodyType }>(
+    "/v1/airtime/topup",
+    {
+      config: { idempotent: true, rateLimited: true },
+      schema: {
+        tags: ["airtime"],
+        summary: "Top up airtime (contract 4.9)",
+        description:
+          "Without id your main balance pays. The debit commits before the provider is called; a provider failure reverses it. status PENDING means the provider has not answered yet: Emisor keeps asking, see GET /v1/airtime/topups/{id}.",
+        security: bearerAuth,
+        body: TopupBody,
+        response: responses(TopupData),
+      },
+    },
+    async (request, reply) => {
+      const b = request.body;
+      if (b.additional_data !== undefined && b.additional_date !== undefined) {
+        throw invalidField(
+          "additional_date",
+          "exclusive",
+          "send additional_data or additional_date, not both",
+        );
+      }
+      const externalId = b.external_id === undefined ? undefined : String(b.external_id);
+      if (externalId !== undefined && externalId.length > limits.airtimeExternalIdLengthMax) {
+        throw invalidField(
+          "external_id",
+          "maxLength",
+          `must be at most ${limits.airtimeExternalIdLengthMax} characters`,
+        );
+      }
+      const result = await topupAirtime(
+        deps,
+        request.caller,
+        {
+          cardRef: b.id,
+          productId: b.product_id,
+          phoneNumber: b.phone_number,
+          email: b.email,
+          externalId,
+          additionalData: b.additional_data ?? b.additional_date,
+        },
+        request.idempotency,
+      );
+      return sendResult(reply, result);
+    },
+  );
+
+  app.get<{ Params: Static<typeof TopupParams> }>(
+    "/v1/airtime/topups/:id",
+    {
+      schema: {
+        tags: ["airtime"],
+        summary: "A top-up's state",
+        security: bearerAuth,
+        params: TopupParams,
+        response: responses(TopupData),
+      },
+    },
+    async (request) => ok(await getTopup(ctx.db, request.caller, request.params.id)),
+  );
+}

@@ -1,0 +1,137 @@
+import { decoyHash, verifySecret } from "../../crypto/secrets.ts";
+import type { Db } from "../../db/database.ts";
+import { AppError, errors } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { limits } from "../../limits.ts";
+import * as repo from "./repository.ts";
+import { signToken, verifyToken } from "./tokens.ts";
+
+export interface LoginResult {
+  token: string;
+  expiresIn: number;
+  apiKeyId: string;
+  clientId: string;
+}
+
+/**
+ * Login, logout and token authentication. A disabled API key or client, and a revoked token,
+ * stop working within `authCacheSeconds` in every process (at once in the process that made
+ * the change), because each process caches a key's state for at most that long.
+ */
+export class AuthService {
+  readonly #db: Db;
+  readonly #tokenKey: Buffer;
+  readonly #tokenTtlSeconds: number;
+  readonly #cacheMs: number;
+  readonly #cache = new Map<string, { state: repo.KeyState; loadedAt: number }>();
+  readonly #ipFailures = new Map<string, { count: number; since: number }>();
+
+  constructor(options: { db: Db; tokenKey: Buffer; tokenTtlSeconds: number; authCacheSeconds: number }) {
+    this.#db = options.db;
+    this.#tokenKey = options.tokenKey;
+    this.#tokenTtlSeconds = options.tokenTtlSeconds;
+    this.#cacheMs = options.authCacheSeconds * 1000;
+  }
+
+  async login(apiKey: string, password: string, ip: string): Promise<LoginResult> {
+    this.#checkIp(ip);
+    const key = await repo.findKeyForLogin(this.#db, apiKey);
+    if (!key) {
+      // Spend the same scrypt time as a real check, so timing does not reveal which keys exist.
+      await verifySecret(password, decoyHash);
+      this.#failIp(ip);
+      throw new AppError(errors.invalidCredentials);
+    }
+    const lockedFor = key.lockedUntil ? Math.ceil((key.lockedUntil.getTime() - Date.now()) / 1000) : 0;
+    if (lockedFor > 0) {
+      throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(lockedFor) } });
+    }
+    if (!(await verifySecret(password, key.passwordHash))) {
+      await repo.recordFailedLogin(
+        this.#db,
+        key.apiKeyId,
+        limits.loginFailuresPerKeyMax,
+        limits.loginLockSeconds,
+      );
+      this.#failIp(ip);
+      throw new AppError(errors.invalidCredentials);
+    }
+    if (key.keyStatus !== "ACTIVE" || key.clientStatus !== "ACTIVE")
+      throw new AppError(errors.apiKeyDisabled);
+    await repo.resetFailedLogins(this.#db, key.apiKeyId);
+    const now = Math.floor(Date.now() / 1000);
+    const { token } = signToken(this.#tokenKey, {
+      kid: key.apiKeyId,
+      cid: key.clientId,
+      iat: now,
+      exp: now + this.#tokenTtlSeconds,
+    });
+    return { token, expiresIn: this.#tokenTtlSeconds, apiKeyId: key.apiKeyId, clientId: key.clientId };
+  }
+
+  async logout(caller: Caller): Promise<void> {
+    await repo.revokeToken(this.#db, caller.tokenId, caller.apiKeyId, new Date(caller.tokenExpiresAt * 1000));
+    this.#cache.get(caller.apiKeyId)?.state.revokedTokenIds.add(caller.tokenId);
+  }
+
+  /** Resolves `Authorization: Bearer <token>` to the caller, or throws a 401 of the catalog. */
+  async authenticate(header: string | undefined): Promise<Caller> {
+    if (!header) throw new AppError(errors.tokenMissing);
+    const match = /^Bearer +(\S+)\s*$/i.exec(header);
+    if (!match?.[1])
+      throw new AppError(errors.tokenInvalid, { message: "Authorization must be Bearer <token>" });
+    const claims = verifyToken(this.#tokenKey, match[1], Math.floor(Date.now() / 1000));
+    const state = await this.#keyState(claims.kid);
+    if (!state || state.clientId !== claims.cid) throw new AppError(errors.tokenInvalid);
+    if (!state.active) throw new AppError(errors.apiKeyDisabled);
+    if (state.revokedTokenIds.has(claims.jti)) throw new AppError(errors.tokenRevoked);
+    return {
+      clientId: state.clientId,
+      apiKeyId: state.apiKeyId,
+      rootId: state.rootId,
+      lineage: state.lineage,
+      tokenId: claims.jti,
+      tokenExpiresAt: claims.exp,
+    };
+  }
+
+  /** Forget what this process knows about a key (after disabling it here). */
+  invalidate(apiKeyId: string): void {
+    this.#cache.delete(apiKeyId);
+  }
+
+  async #keyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
+    const cached = this.#cache.get(apiKeyId);
+    if (cached && Date.now() - cached.loadedAt < this.#cacheMs) return cached.state;
+    const state = await repo.loadKeyState(this.#db, apiKeyId);
+    if (state) {
+      if (this.#cache.size >= 100_000) this.#cache.clear();
+      this.#cache.set(apiKeyId, { state, loadedAt: Date.now() });
+    }
+    return state;
+  }
+
+  #checkIp(ip: string): void {
+    const entry = this.#ipFailures.get(ip);
+    if (!entry) return;
+    const elapsed = (Date.now() - entry.since) / 1000;
+    if (elapsed >= limits.loginFailureWindowSeconds) {
+      this.#ipFailures.delete(ip);
+      return;
+    }
+    if (entry.count >= limits.loginFailuresPerIpMax) {
+      const retryAfter = Math.ceil(limits.loginFailureWindowSeconds - elapsed);
+      throw new AppError(errors.loginRateLimited, { headers: { "retry-after": String(retryAfter) } });
+    }
+  }
+
+  #failIp(ip: string): void {
+    const entry = this.#ipFailures.get(ip);
+    if (entry) {
+      entry.count += 1;
+      return;
+    }
+    if (this.#ipFailures.size >= 100_000) this.#ipFailures.clear();
+    this.#ipFailures.set(ip, { count: 1, since: Date.now() });
+  }
+}

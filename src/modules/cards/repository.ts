@@ -1,0 +1,288 @@
+import { sql } from "kysely";
+import type { Queryable } from "../../db/database.ts";
+import type { CardStatus, CardType } from "../../db/schema.ts";
+import type { CardRef } from "./card-number.ts";
+
+/** SQL of the cards module: one card with what its operations need, always scoped to a caller. */
+export interface CardRecord {
+  id: string;
+  status: CardStatus;
+  last_four: string;
+  expires_on: string;
+  client_id: string;
+  cardholder_id: string;
+  account_id: string;
+  account_reference: string;
+  product_id: string;
+  product_code: string;
+  product_name: string;
+  card_type: CardType;
+  transfer_commission_cents: bigint;
+  assigned_at: Date;
+  activated_at: Date | null;
+  canceled_at: Date | null;
+  status_reason: string | null;
+  pin_hash: string | null;
+  pin_failed_attempts: number;
+  pin_locked: boolean;
+}
+
+/**
+ * The card named by `ref` when it is assigned to a client in the caller's subtree. `lock` takes
+ * the card row FOR UPDATE (status changes, PIN checks) so concurrent changes apply one at a time.
+ */
+export async function findCardInScope(
+  db: Queryable,
+  callerId: string,
+  ref: CardRef,
+  options: { lock?: boolean } = {},
+): Promise<CardRecord | undefined> {
+  const where = "id" in ref ? sql`c.id = ${ref.id}` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
+  const result = await sql<CardRecord>`
+    select c.id, c.status, c.last_four, c.expires_on::text as expires_on, c.client_id, c.cardholder_id,
+      c.account_id, a.reference as account_reference, p.id as product_id, p.code as product_code,
+      p.name as product_name, p.card_type, p.transfer_commission_cents, c.assigned_at, c.activated_at,
+      c.canceled_at, c.status_reason, c.pin_hash, c.pin_failed_attempts, c.pin_locked
+    from cards c
+    join accounts a on a.id = c.account_id
+    join products p on p.id = c.product_id
+    join clients cl on cl.id = c.client_id
+    where ${where} and ${callerId}::uuid = any(cl.lineage)
+    ${options.lock ? sql`for update of c` : sql``}`.execute(db);
+  return result.rows[0];
+}
+
+export async function recordStatusChange(
+  db: Queryable,
+  change: {
+    cardId: string;
+    from: string;
+    to: string;
+    reason: string | null;
+    latitude: number | null;
+    longitude: number | null;
+    apiKeyId: string | null;
+  },
+): Promise<void> {
+  await db
+    .insertInto("card_status_history")
+    .values({
+      card_id: change.cardId,
+      from_status: change.from,
+      to_status: change.to,
+      reason: change.reason,
+      latitude: change.latitude,
+      longitude: change.longitude,
+      api_key_id: change.apiKeyId,
+    })
+    .execute();
+}
+
+export interface AccountWithCards {
+  id: string;
+  account_number: bigint;
+  creation_date: Date;
+  activation_date: Date | null;
+  assigned_by: string;
+  status: string;
+  document_type: string;
+  document_number: string;
+  cards: Array<{
+    id: string;
+    last_four: string;
+    assignation_date: Date;
+    status: string;
+    assigned_by: { id: string; alias: string; name: string; description: string };
+  }>;
+}
+
+/** A cardholder's accounts with their cards (contract 2.4 and 2.5), oldest first. */
+export async function listCardholderAccounts(
+  db: Queryable,
+  cardholderId: string,
+): Promise<AccountWithCards[]> {
+  const rows = await db
+    .selectFrom("accounts as a")
+    .innerJoin("cards as c", "c.account_id", "a.id")
+    .innerJoin("api_keys as k", "k.id", "a.assigned_by_api_key_id")
+    .select([
+      "a.id",
+      "a.account_number",
+      "a.created_at",
+      "a.activation_date",
+      "a.assigned_by_api_key_id",
+      "a.status",
+      "a.document_type",
+      "a.document_number",
+      "c.id as card_id",
+      "c.last_four",
+      "c.assigned_at",
+      "c.status as card_status",
+      "k.alias",
+      "k.name",
+      "k.description",
+    ])
+    .where("a.cardholder_id", "=", cardholderId)
+    .orderBy("a.created_at")
+    .orderBy("c.assigned_at")
+    .execute();
+  const accounts = new Map<string, AccountWithCards>();
+  for (const row of rows) {
+    let account = accounts.get(row.id);
+    if (!account) {
+      account = {
+        id: row.id,
+        account_number: row.account_number,
+        creation_date: row.created_at,
+        activation_date: row.activation_date,
+        assigned_by: row.assigned_by_api_key_id,
+        status: row.status,
+        document_type: row.document_type,
+        document_number: row.document_number,
+        cards: [],
+      };
+      accounts.set(row.id, account);
+    }
+    account.cards.push({
+      id: row.card_id,
+      last_four: row.last_four,
+      assignation_date: row.assigned_at ?? row.created_at,
+      status: row.card_status,
+      assigned_by: {
+        id: row.assigned_by_api_key_id,
+        alias: row.alias,
+        name: row.name,
+        description: row.description ?? "",
+      },
+    });
+  }
+  return [...accounts.values()];
+}
+
+export interface MovementRow {
+  id: bigint;
+  entry_id: string;
+  amount_cents: bigint;
+  created_at: Date;
+  kind: string;
+  description: string | null;
+}
+
+export async function listMovements(
+  db: Queryable,
+  cardId: string,
+  page: { limit: number; offset: number },
+): Promise<{ total: number; rows: MovementRow[] }> {
+  const rows = await db
+    .selectFrom("postings as p")
+    .innerJoin("journal_entries as e", "e.id", "p.entry_id")
+    .select(["p.id", "p.entry_id", "p.amount_cents", "p.created_at", "e.kind", "e.description"])
+    .where("p.account_id", "=", cardId)
+    .orderBy("p.id", "desc")
+    .limit(page.limit)
+    .offset(page.offset)
+    .execute();
+  const count = await db
+    .selectFrom("postings")
+    .select((eb) => eb.fn.countAll<bigint>().as("n"))
+    .where("account_id", "=", cardId)
+    .executeTakeFirstOrThrow();
+  return { total: Number(count.n), rows };
+}
+
+export interface CardholderForAssignment {
+  id: string;
+  client_id: string;
+  first_name: string;
+  second_name: string | null;
+  surname: string;
+  second_surname: string | null;
+  rfc: string | null;
+  curp: string | null;
+  address: Record<string, string | null>;
+}
+
+/** A cardholder of the caller's subtree, with its address (B2B delivery). */
+export async function findCardholderInScope(
+  db: Queryable,
+  callerId: string,
+  cardholderId: string,
+): Promise<CardholderForAssignment | undefined> {
+  const row = await db
+    .selectFrom("cardholders as h")
+    .innerJoin("clients as cl", "cl.id", "h.client_id")
+    .select([
+      "h.id",
+      "h.client_id",
+      "h.first_name",
+      "h.second_name",
+      "h.surname",
+      "h.second_surname",
+      "h.rfc",
+      "h.curp",
+      "h.street",
+      "h.ext_street_number",
+      "h.int_street_number",
+      "h.suburb",
+      "h.township",
+      "h.city",
+      "h.state",
+      "h.postal_code",
+    ])
+    .where("h.id", "=", cardholderId)
+    .where(sql<boolean>`${callerId}::uuid = any(cl.lineage)`)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const {
+    street,
+    ext_street_number,
+    int_street_number,
+    suburb,
+    township,
+    city,
+    state,
+    postal_code,
+    ...rest
+  } = row;
+  return {
+    ...rest,
+    address: { street, ext_street_number, int_street_number, suburb, township, city, state, postal_code },
+  };
+}
+
+/** A client's address (B2C delivery), or undefined when it has none on file. */
+export async function findClientAddress(
+  db: Queryable,
+  clientId: string,
+): Promise<Record<string, string | null> | undefined> {
+  const row = await db
+    .selectFrom("clients")
+    .select([
+      "street",
+      "ext_street_number",
+      "int_street_number",
+      "suburb",
+      "township",
+      "city",
+      "state",
+      "postal_code",
+    ])
+    .where("id", "=", clientId)
+    .executeTakeFirst();
+  if (!row?.street || !row.postal_code || !row.state) return undefined;
+  return row;
+}
+
+/** Takes the oldest unassigned card of a product; concurrent callers skip each other's card. */
+export async function takeStockCard(
+  db: Queryable,
+  productId: string,
+): Promise<{ id: string; last_four: string } | undefined> {
+  const result = await sql<{ id: string; last_four: string }>`
+    select id, last_four from cards
+    where product_id = ${productId} and status = 'NOT_ASSIGNED'
+    order by created_at
+    limit 1
+    for update skip locked`.execute(db);
+  return result.rows[0];
+}

@@ -1,0 +1,136 @@
+import type { FastifyInstance } from "fastify";
+import { type Static, Type } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { ok } from "../../http/envelope.ts";
+import { sendResult } from "../../http/idempotency.ts";
+import { bearerAuth, responses } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import {
+  ActivateBody,
+  AssignCardBody,
+  AssignCardData,
+  CardDetail,
+  CardParams,
+  CardSummary,
+  ChangeStatusBody,
+  MovementsData,
+  MovementsQuery,
+  SetPinBody,
+} from "./schemas.ts";
+import { activateCard, assignCard, cardMovements, changeCardStatus, getCard, setPin } from "./service.ts";
+
+const tags = ["cards"];
+
+export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.put<{ Body: Static<typeof AssignCardBody> }>(
+    "/v1/cards",
+    {
+      config: { idempotent: true },
+      schema: {
+        tags,
+        summary: "Assign a card from a product's stock to a cardholder (contract 4.5)",
+        description:
+          "Delivery address: B2B the cardholder's, B2C the client's, CUSTOM delivery_address (required then; ignored otherwise). Physical cards start NEED_ACTIVATION; virtual cards start ACTIVE and are not shipped.",
+        security: bearerAuth,
+        body: AssignCardBody,
+        response: responses(AssignCardData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(reply, await assignCard(ctx, request.caller, request.body, request.idempotency)),
+  );
+
+  app.post<{ Body: Static<typeof ActivateBody> }>(
+    "/v1/cards/activate",
+    {
+      schema: {
+        tags,
+        summary: "Activate a card: NEED_ACTIVATION -> ACTIVE, once",
+        security: bearerAuth,
+        body: ActivateBody,
+        response: responses(
+          Type.Object({ card: Type.Object({ ...CardSummary.properties, activation_date: Type.String() }) }),
+        ),
+      },
+    },
+    async (request) => {
+      const { card_number, latitude, longitude } = request.body;
+      return ok(await activateCard(ctx, request.caller, card_number, { latitude, longitude }));
+    },
+  );
+
+  app.put<{ Body: Static<typeof ChangeStatusBody> }>(
+    "/v1/cards/status",
+    {
+      schema: {
+        tags,
+        summary: "Block, unblock or cancel a card",
+        description:
+          "ACTIVE <-> TEMPORARY_INACTIVE; ACTIVE, TEMPORARY_INACTIVE or NEED_ACTIVATION -> CANCELED (terminal). Anything else is 422 with its own code.",
+        security: bearerAuth,
+        body: ChangeStatusBody,
+        response: responses(
+          Type.Object({
+            card: CardSummary,
+            previous_status: Type.String(),
+            reason: Type.Union([Type.String(), Type.Null()]),
+            cancellation_timestamp: Type.Union([Type.String(), Type.Null()]),
+          }),
+        ),
+      },
+    },
+    async (request) => ok(await changeCardStatus(ctx, request.caller, request.body)),
+  );
+
+  app.put<{ Body: Static<typeof SetPinBody> }>(
+    "/v1/cards/pin",
+    {
+      schema: {
+        tags,
+        summary: "Set an ACTIVE card's PIN (ciphered; stored only as a salted, peppered hash)",
+        security: bearerAuth,
+        body: SetPinBody,
+        response: responses(Type.Object({ card: CardSummary, pin_set: Type.Boolean() })),
+      },
+    },
+    async (request) => ok(await setPin(ctx, request.caller, request.body.card_number, request.body.pin)),
+  );
+
+  app.get<{ Params: Static<typeof CardParams> }>(
+    "/v1/cards/:id",
+    {
+      schema: {
+        tags,
+        summary: "A card: status, masked number, balance",
+        security: bearerAuth,
+        params: CardParams,
+        response: responses(CardDetail),
+      },
+    },
+    async (request) => ok(await getCard(ctx, request.caller, request.params.id)),
+  );
+
+  app.get<{ Params: Static<typeof CardParams>; Querystring: Static<typeof MovementsQuery> }>(
+    "/v1/cards/:id/movements",
+    {
+      schema: {
+        tags,
+        summary: "A card's ledger movements, newest first",
+        security: bearerAuth,
+        params: CardParams,
+        querystring: MovementsQuery,
+        response: responses(MovementsData),
+      },
+    },
+    async (request) =>
+      ok(
+        await cardMovements(
+          ctx,
+          request.caller,
+          request.params.id,
+          request.query.page ?? 1,
+          request.query.per_page ?? limits.pageSizeDefault,
+        ),
+      ),
+  );
+}

@@ -1,0 +1,150 @@
+import { Type } from "typebox";
+import { Digits, Latitude, Longitude, PageQuery, Text, Uuid } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import { catalogKeys, type catalogs } from "../catalogs/data.ts";
+
+export const CardNumber = Type.String({
+  minLength: 1,
+  maxLength: limits.cipherTextLengthMax,
+  description:
+    "The card's UUID, or its 16-digit number ciphered with RSA-OAEP-SHA256 under the system public key, Base64 or URL-safe Base64. A number in clear is refused (1301).",
+});
+
+const CatalogKey = (catalog: keyof typeof catalogs, description: string) =>
+  Type.String({ enum: catalogKeys(catalog), description });
+
+export const DeliveryAddress = Type.Object(
+  {
+    state: CatalogKey("state", "A key of the state catalog"),
+    township: Text(1, 25),
+    city: Text(1, 25),
+    suburb: Text(1, 25),
+    street: Text(1, 20),
+    ext_street_number: Text(1, 5),
+    int_street_number: Type.Optional(Type.Union([Text(1, 5), Type.Null()])),
+    postal_code: Digits(5),
+  },
+  { additionalProperties: false },
+);
+
+export const AssignCardBody = Type.Object(
+  {
+    cardholder_id: Uuid(),
+    product_id: Uuid(),
+    document_type: CatalogKey("document_type", "A key of the document type catalog"),
+    document_number: Text(1, 27),
+    observations: Text(0, 100),
+    shipping_method: Type.Union([Type.Literal("B2B"), Type.Literal("B2C"), Type.Literal("CUSTOM")]),
+    delivery_type: Type.Union([Type.Literal("STANDARD"), Type.Literal("EXPRESS")]),
+    delivery_address: Type.Optional(Type.Union([DeliveryAddress, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+
+export const AssignCardData = Type.Object({
+  cardholder: Type.Object({
+    id: Type.String(),
+    first_name: Type.String(),
+    second_name: Type.String(),
+    surname: Type.String(),
+    second_surname: Type.String(),
+    rfc: Type.String(),
+    curp: Type.String(),
+  }),
+  card: Type.Object({
+    id: Type.String(),
+    type: Type.String(),
+    status: Type.String(),
+    last_four: Type.String(),
+    assignation_timestamp: Type.String(),
+  }),
+  account: Type.Object({
+    id: Type.String(),
+    reference: Type.Union([Type.String(), Type.Null()]),
+    clabe: Type.Union([Type.String(), Type.Null()]),
+    assignation_timestamp: Type.String(),
+  }),
+  product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
+});
+
+export const CardSummary = Type.Object({
+  id: Type.String(),
+  type: Type.String(),
+  status: Type.String(),
+  masked_card_number: Type.String(),
+  last_four: Type.String(),
+});
+
+export const ActivateBody = Type.Object(
+  { card_number: CardNumber, latitude: Latitude, longitude: Longitude },
+  { additionalProperties: false },
+);
+
+export const ChangeStatusBody = Type.Object(
+  {
+    card_number: CardNumber,
+    status: Type.Union([
+      Type.Literal("ACTIVE"),
+      Type.Literal("TEMPORARY_INACTIVE"),
+      Type.Literal("CANCELED"),
+    ]),
+    reason: Type.Optional(
+      Text(1, 100, "Why: recorded with the change (e.g. LOST, STOLEN, CUSTOMER_REQUEST)"),
+    ),
+    latitude: Latitude,
+    longitude: Longitude,
+  },
+  { additionalProperties: false },
+);
+
+export const SetPinBody = Type.Object(
+  {
+    card_number: CardNumber,
+    pin: Type.String({
+      minLength: 1,
+      maxLength: limits.cipherTextLengthMax,
+      description: "4-6 digits ciphered with RSA-OAEP-SHA256 under the system public key, Base64",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const CardParams = Type.Object({ id: Uuid() });
+export const MovementsQuery = Type.Object(PageQuery, { additionalProperties: false });
+
+export const CardDetail = Type.Object({
+  card: Type.Object({
+    ...CardSummary.properties,
+    expiration: Type.String({ description: "MM/YY" }),
+    balance: Type.Number(),
+    product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
+    cardholder_id: Type.String(),
+    account: Type.Object({ id: Type.String(), reference: Type.String() }),
+    assignation_date: Type.String(),
+    activation_date: Type.Union([Type.String(), Type.Null()]),
+    cancellation_timestamp: Type.Union([Type.String(), Type.Null()]),
+    status_reason: Type.Union([Type.String(), Type.Null()]),
+    pin_set: Type.Boolean(),
+    pin_locked: Type.Boolean(),
+  }),
+});
+
+export const MovementsData = Type.Object({
+  card: CardSummary,
+  movements: Type.Object({
+    items: Type.Array(
+      Type.Object({
+        id: Type.String(),
+        entry_id: Type.String(),
+        type: Type.String({ description: "CREDIT or DEBIT" }),
+        kind: Type.String(),
+        amount: Type.Number(),
+        description: Type.Union([Type.String(), Type.Null()]),
+        created_at: Type.String(),
+      }),
+    ),
+    page: Type.Integer(),
+    pages: Type.Integer(),
+    total: Type.Integer(),
+  }),
+});

@@ -1,0 +1,399 @@
+import { createHmac, randomUUID } from "node:crypto";
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { hashSecret, verifySecret } from "../../crypto/secrets.ts";
+import type { Tx } from "../../db/database.ts";
+import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
+import type { CardStatus } from "../../db/schema.ts";
+import { AppError, type ErrorDef, errors, invalidField } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { ok } from "../../http/envelope.ts";
+import { balanceOf, createAccount } from "../../ledger/ledger.ts";
+import { toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import { emitEvent } from "../events/outbox.ts";
+import { findVisibleProduct } from "../products/repository.ts";
+import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.ts";
+import * as repo from "./repository.ts";
+import type { AssignCardBody, ChangeStatusBody } from "./schemas.ts";
+
+/** The card summary most card responses share. */
+export function presentCard(card: Pick<repo.CardRecord, "id" | "status" | "last_four" | "card_type">) {
+  return {
+    id: card.id,
+    type: card.card_type,
+    status: card.status,
+    masked_card_number: maskedCardNumber(card.last_four),
+    last_four: card.last_four,
+  };
+}
+
+async function cardOrThrow(tx: Tx | AppContext["db"], caller: Caller, ref: CardRef, lock = false) {
+  const card = await repo.findCardInScope(tx, caller.clientId, ref, { lock });
+  if (!card) throw new AppError(errors.cardNotFound);
+  return card;
+}
+
+/** Contract 4.5: takes a card from the product's stock and gives it to the cardholder. */
+export async function assignCard(
+  ctx: AppContext,
+  caller: Caller,
+  body: Static<typeof AssignCardBody>,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  return runIdempotent(ctx.db, idempotency, async (tx) => {
+    const cardholder = await repo.findCardholderInScope(tx, caller.clientId, body.cardholder_id);
+    if (!cardholder) throw new AppError(errors.cardholderNotFound);
+    const product = await findVisibleProduct(tx, caller.clientId, body.product_id);
+    if (!product) throw new AppError(errors.productNotFound);
+    if (product.status !== "ACTIVE") throw new AppError(errors.productInactive);
+    const address = await deliveryAddress(tx, body, cardholder);
+    const stock = await repo.takeStockCard(tx, product.id);
+    if (!stock) throw new AppError(errors.stockEmpty);
+
+    const now = new Date();
+    const accountId = randomUUID();
+    const status: CardStatus = product.card_type === "VIRTUAL" ? "ACTIVE" : "NEED_ACTIVATION";
+    const account = await tx
+      .insertInto("accounts")
+      .values({
+        id: accountId,
+        cardholder_id: cardholder.id,
+        client_id: cardholder.client_id,
+        product_id: product.id,
+        document_type: body.document_type,
+        document_number: body.document_number,
+        observations: body.observations,
+        assigned_by_api_key_id: caller.apiKeyId,
+        activation_date: status === "ACTIVE" ? now : null,
+        created_at: now,
+      })
+      .returning(["reference", "clabe"])
+      .executeTakeFirstOrThrow();
+    await tx
+      .updateTable("cards")
+      .set({
+        status,
+        client_id: cardholder.client_id,
+        cardholder_id: cardholder.id,
+        account_id: accountId,
+        assigned_at: now,
+        activated_at: status === "ACTIVE" ? now : null,
+        updated_at: now,
+      })
+      .where("id", "=", stock.id)
+      .execute();
+    // The card's balance: a ledger account with the card's own id, owned by the cardholder's client.
+    await createAccount(tx, { id: stock.id, kind: "CARD", clientId: cardholder.client_id });
+    if (product.card_type === "PHYSICAL") {
+      await tx
+        .insertInto("card_shipments")
+        .values({
+          id: randomUUID(),
+          card_id: stock.id,
+          shipping_method: body.shipping_method,
+          delivery_type: body.delivery_type,
+          address: JSON.stringify(address),
+        })
+        .execute();
+    }
+    await repo.recordStatusChange(tx, {
+      cardId: stock.id,
+      from: "NOT_ASSIGNED",
+      to: status,
+      reason: "assigned",
+      latitude: null,
+      longitude: null,
+      apiKeyId: caller.apiKeyId,
+    });
+    const data = {
+      cardholder: {
+        id: cardholder.id,
+        first_name: cardholder.first_name,
+        second_name: cardholder.second_name ?? "",
+        surname: cardholder.surname,
+        second_surname: cardholder.second_surname ?? "",
+        rfc: cardholder.rfc ?? "",
+        curp: cardholder.curp ?? "",
+      },
+      card: {
+        id: stock.id,
+        type: product.card_type,
+        status,
+        last_four: stock.last_four,
+        assignation_timestamp: now.toISOString(),
+      },
+      account: {
+        id: accountId,
+        reference: account.reference,
+        clabe: account.clabe,
+        assignation_timestamp: now.toISOString(),
+      },
+      product: { id: product.id, code: product.code, name: product.name },
+    };
+    await emitEvent(tx, { type: "card.assigned", clientId: cardholder.client_id, data });
+    return { status: 200, body: ok(data) };
+  });
+}
+
+/** B2B: the cardholder's address; B2C: the client's; CUSTOM: the one given. */
+async function deliveryAddress(
+  tx: Tx,
+  body: Static<typeof AssignCardBody>,
+  cardholder: repo.CardholderForAssignment,
+): Promise<Record<string, string | null>> {
+  if (body.shipping_method === "B2B") return cardholder.address;
+  if (body.shipping_method === "B2C") {
+    const address = await repo.findClientAddress(tx, cardholder.client_id);
+    if (!address) throw new AppError(errors.clientAddressMissing);
+    return address;
+  }
+  if (!body.delivery_address) {
+    throw invalidField("delivery_address", "required", "is required when shipping_method is CUSTOM");
+  }
+  return { int_street_number: null, ...body.delivery_address };
+}
+
+interface Location {
+  latitude: number;
+  longitude: number;
+}
+
+/**
+ * The ACTIVE card named by `cardNumber` (UUID or ciphered number) in the caller's subtree, for
+ * operations that spend from a card (transfers out, airtime): 404 unknown, 5304 canceled, 5307
+ * any other status (a NEED_ACTIVATION card can receive money but not spend it).
+ */
+export async function resolveActiveCard(
+  ctx: AppContext,
+  caller: Caller,
+  cardNumber: string,
+  field = "card_number",
+) {
+  const card = await cardOrThrow(ctx.db, caller, await parseCardNumber(ctx, cardNumber, field));
+  if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
+  if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+  return card;
+}
+
+/** POST /v1/cards/activate: NEED_ACTIVATION -> ACTIVE, once. */
+export async function activateCard(ctx: AppContext, caller: Caller, cardNumber: string, location: Location) {
+  const ref = await parseCardNumber(ctx, cardNumber);
+  return ctx.db.transaction().execute(async (tx) => {
+    const card = await cardOrThrow(tx, caller, ref, true);
+    if (card.status === "ACTIVE") throw new AppError(errors.cardAlreadyActive);
+    if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
+    if (card.status !== "NEED_ACTIVATION")
+      throw new AppError(errors.cardTransitionNotAllowed, {
+        message: `A ${card.status} card cannot be activated; unblock it with PUT /v1/cards/status`,
+      });
+    const now = new Date();
+    await tx
+      .updateTable("cards")
+      .set({ status: "ACTIVE", activated_at: now, updated_at: now })
+      .where("id", "=", card.id)
+      .execute();
+    await tx
+      .updateTable("accounts")
+      .set({ activation_date: now })
+      .where("id", "=", card.account_id)
+      .where("activation_date", "is", null)
+      .execute();
+    await repo.recordStatusChange(tx, {
+      cardId: card.id,
+      from: card.status,
+      to: "ACTIVE",
+      reason: "activated",
+      ...location,
+      apiKeyId: caller.apiKeyId,
+    });
+    const data = {
+      card: { ...presentCard({ ...card, status: "ACTIVE" }), activation_date: now.toISOString() },
+    };
+    await emitEvent(tx, { type: "card.activated", clientId: card.client_id, data });
+    return data;
+  });
+}
+
+/** Which status changes PUT /v1/cards/status allows: blocks, unblocks and cancellation. */
+const allowedTransitions: Record<CardStatus, readonly CardStatus[]> = {
+  NOT_ASSIGNED: [],
+  NEED_ACTIVATION: ["CANCELED"],
+  ACTIVE: ["TEMPORARY_INACTIVE", "CANCELED"],
+  TEMPORARY_INACTIVE: ["ACTIVE", "CANCELED"],
+  CANCELED: [],
+};
+
+/** PUT /v1/cards/status: ACTIVE <-> TEMPORARY_INACTIVE, or CANCELED (terminal). */
+export async function changeCardStatus(
+  ctx: AppContext,
+  caller: Caller,
+  body: Static<typeof ChangeStatusBody>,
+) {
+  const ref = await parseCardNumber(ctx, body.card_number);
+  return ctx.db.transaction().execute(async (tx) => {
+    const card = await cardOrThrow(tx, caller, ref, true);
+    const to = body.status;
+    if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
+    if (card.status === to) throw new AppError(errors.cardStatusUnchanged);
+    if (!allowedTransitions[card.status].includes(to)) {
+      throw new AppError(errors.cardTransitionNotAllowed, {
+        message:
+          card.status === "NEED_ACTIVATION" && to === "ACTIVE"
+            ? "A NEED_ACTIVATION card becomes ACTIVE with POST /v1/cards/activate"
+            : `A ${card.status} card cannot become ${to}`,
+      });
+    }
+    const now = new Date();
+    const reason = body.reason ?? null;
+    await tx
+      .updateTable("cards")
+      .set({
+        status: to,
+        status_reason: reason,
+        updated_at: now,
+        ...(to === "CANCELED" ? { canceled_at: now } : {}),
+      })
+      .where("id", "=", card.id)
+      .execute();
+    await repo.recordStatusChange(tx, {
+      cardId: card.id,
+      from: card.status,
+      to,
+      reason,
+      latitude: body.latitude,
+      longitude: body.longitude,
+      apiKeyId: caller.apiKeyId,
+    });
+    const data = {
+      card: presentCard({ ...card, status: to }),
+      previous_status: card.status,
+      reason,
+      cancellation_timestamp: to === "CANCELED" ? now.toISOString() : null,
+    };
+    await emitEvent(tx, { type: "card.status_changed", clientId: card.client_id, data });
+    return data;
+  });
+}
+
+function pinDigest(ctx: AppContext, cardId: string, pin: string): string {
+  // The pepper (a key derived from the master key) makes a stolen table useless on its own.
+  return createHmac("sha256", ctx.keys.pin).update(`${cardId}:${pin}`).digest("base64");
+}
+
+/** Reads a PIN: 4-6 digits, in clear where allowed, or ciphered under the system key. */
+async function readPin(ctx: AppContext, text: string, allowClear: boolean): Promise<string> {
+  const pin =
+    allowClear && /^[0-9]{4,6}$/.test(text)
+      ? text
+      : (await ctx.systemKey.decryptAsync(text, "pin")).toString("utf8");
+  if (!/^[0-9]{4,6}$/.test(pin)) throw invalidField("pin", "pin", "must be 4-6 digits");
+  return pin;
+}
+
+/** PUT /v1/cards/pin: sets the PIN of an ACTIVE card (ciphered in the request, hashed at rest). */
+export async function setPin(ctx: AppContext, caller: Caller, cardNumber: string, pinText: string) {
+  const ref = await parseCardNumber(ctx, cardNumber);
+  const card = await cardOrThrow(ctx.db, caller, ref);
+  if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
+  if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+  const pin = await readPin(ctx, pinText, false);
+  const hash = await hashSecret(pinDigest(ctx, card.id, pin));
+  await ctx.db
+    .updateTable("cards")
+    .set({ pin_hash: hash, pin_failed_attempts: 0, pin_locked: false, updated_at: new Date() })
+    .where("id", "=", card.id)
+    .where("status", "=", "ACTIVE")
+    .execute();
+  return { card: presentCard(card), pin_set: true };
+}
+
+/**
+ * Checks a card's PIN (clear 4-6 digits or ciphered). Wrong PINs are counted in their own
+ * transaction, so the count survives the failed request; the bound locks the PIN until a new
+ * one is set. Returns the card for the caller's operation.
+ */
+export async function verifyPin(
+  ctx: AppContext,
+  caller: Caller,
+  ref: CardRef,
+  pinText: string,
+): Promise<repo.CardRecord> {
+  const pin = await readPin(ctx, pinText, true);
+  const outcome = await ctx.db
+    .transaction()
+    .execute(async (tx): Promise<{ card: repo.CardRecord } | { error: ErrorDef }> => {
+      const card = await cardOrThrow(tx, caller, ref, true);
+      if (card.pin_locked) return { error: errors.pinLocked };
+      if (!card.pin_hash) return { error: errors.pinNotSet };
+      if (await verifySecret(pinDigest(ctx, card.id, pin), card.pin_hash)) {
+        if (card.pin_failed_attempts > 0)
+          await tx.updateTable("cards").set({ pin_failed_attempts: 0 }).where("id", "=", card.id).execute();
+        return { card };
+      }
+      const attempts = card.pin_failed_attempts + 1;
+      const locked = attempts >= limits.pinAttemptsMax;
+      await tx
+        .updateTable("cards")
+        .set({ pin_failed_attempts: attempts, pin_locked: locked })
+        .where("id", "=", card.id)
+        .execute();
+      return { error: locked ? errors.pinLocked : errors.pinIncorrect };
+    });
+  if ("error" in outcome) throw new AppError(outcome.error);
+  return outcome.card;
+}
+
+/** GET /v1/cards/{id}: status, masked number, balance. */
+export async function getCard(ctx: AppContext, caller: Caller, id: string) {
+  const card = await cardOrThrow(ctx.db, caller, { id });
+  const balance = await balanceOf(ctx.db, card.id);
+  return {
+    card: {
+      ...presentCard(card),
+      expiration: `${card.expires_on.slice(5, 7)}/${card.expires_on.slice(2, 4)}`,
+      balance: toPesos(balance),
+      product: { id: card.product_id, code: card.product_code, name: card.product_name },
+      cardholder_id: card.cardholder_id,
+      account: { id: card.account_id, reference: card.account_reference },
+      assignation_date: card.assigned_at.toISOString(),
+      activation_date: card.activated_at?.toISOString() ?? null,
+      cancellation_timestamp: card.canceled_at?.toISOString() ?? null,
+      status_reason: card.status_reason,
+      pin_set: card.pin_hash !== null,
+      pin_locked: card.pin_locked,
+    },
+  };
+}
+
+/** GET /v1/cards/{id}/movements: the card's ledger postings, newest first. */
+export async function cardMovements(
+  ctx: AppContext,
+  caller: Caller,
+  id: string,
+  page: number,
+  perPage: number,
+) {
+  const card = await cardOrThrow(ctx.db, caller, { id });
+  const { total, rows } = await repo.listMovements(ctx.db, card.id, {
+    limit: perPage,
+    offset: (page - 1) * perPage,
+  });
+  return {
+    card: presentCard(card),
+    movements: {
+      items: rows.map((row) => ({
+        id: String(row.id),
+        entry_id: row.entry_id,
+        type: row.amount_cents > 0n ? "CREDIT" : "DEBIT",
+        kind: row.kind,
+        amount: toPesos(row.amount_cents > 0n ? row.amount_cents : -row.amount_cents),
+        description: row.description,
+        created_at: row.created_at.toISOString(),
+      })),
+      page,
+      pages: Math.ceil(total / perPage),
+      total,
+    },
+  };
+}

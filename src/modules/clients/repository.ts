@@ -1,0 +1,184 @@
+import type { Insertable } from "kysely";
+import { sql } from "kysely";
+import type { Queryable } from "../../db/database.ts";
+import type { ClientsTable } from "../../db/schema.ts";
+
+/** SQL of the clients module. A client's main ledger account has the client's own id. */
+export type NewClient = Omit<Insertable<ClientsTable>, "root_id" | "lineage"> & { id: string };
+
+export interface ClientRow {
+  id: string;
+  parent_id: string | null;
+  root_id: string;
+  code: string;
+  name: string;
+  alias: string;
+  email: string | null;
+  rfc: string | null;
+  status: "ACTIVE" | "DISABLED";
+  timezone: string;
+  min_balance_cents: bigint;
+  created_at: Date;
+  updated_at: Date;
+  balance_cents: bigint;
+}
+
+/**
+ * Inserts a client under `parent` (or as a root), deriving root and lineage from the parent.
+ * Returns the generated code. Raises the unique violation clients_root_alias_uq when another
+ * client of the same root has the alias.
+ */
+export async function insertClient(
+  db: Queryable,
+  client: NewClient,
+  parent: { id: string; root_id: string; lineage: string[] } | null,
+): Promise<string> {
+  const row = await db
+    .insertInto("clients")
+    .values({
+      ...client,
+      parent_id: parent?.id ?? null,
+      root_id: parent?.root_id ?? client.id,
+      lineage: parent ? [...parent.lineage, client.id] : [client.id],
+    })
+    .returning("code")
+    .executeTakeFirstOrThrow();
+  return row.code;
+}
+
+export async function insertApiKey(
+  db: Queryable,
+  key: {
+    id: string;
+    clientId: string;
+    key: string;
+    name: string;
+    alias: string;
+    description: string | null;
+    passwordHash: string;
+  },
+): Promise<void> {
+  await db
+    .insertInto("api_keys")
+    .values({
+      id: key.id,
+      client_id: key.clientId,
+      key: key.key,
+      name: key.name,
+      alias: key.alias,
+      description: key.description,
+      password_hash: key.passwordHash,
+    })
+    .execute();
+}
+
+/** A client with its main balance, when it is `callerId` itself or one of its descendants. */
+export async function findClientInScope(
+  db: Queryable,
+  callerId: string,
+  clientId: string,
+): Promise<ClientRow | undefined> {
+  return db
+    .selectFrom("clients as c")
+    .innerJoin("ledger_accounts as a", "a.id", "c.id")
+    .select([
+      "c.id",
+      "c.parent_id",
+      "c.root_id",
+      "c.code",
+      "c.name",
+      "c.alias",
+      "c.email",
+      "c.rfc",
+      "c.status",
+      "c.timezone",
+      "c.min_balance_cents",
+      "c.created_at",
+      "c.updated_at",
+      "a.balance_cents",
+    ])
+    .where("c.id", "=", clientId)
+    .where(sql<boolean>`${callerId}::uuid = any(c.lineage)`)
+    .executeTakeFirst();
+}
+
+export interface FundingSource {
+  id: string;
+  root_id: string;
+  lineage: string[];
+  min_balance_cents: bigint;
+  balance_cents: bigint;
+}
+
+/**
+ * A client with its main balance, the balance row locked until the transaction ends, so that
+ * the minimum-balance check and the debit that follows it cannot interleave with another debit.
+ */
+export async function lockFundingSource(db: Queryable, clientId: string): Promise<FundingSource | undefined> {
+  return db
+    .selectFrom("clients as c")
+    .innerJoin("ledger_accounts as a", "a.id", "c.id")
+    .select(["c.id", "c.root_id", "c.lineage", "c.min_balance_cents", "a.balance_cents"])
+    .where("c.id", "=", clientId)
+    .forUpdate("a")
+    .executeTakeFirst();
+}
+
+export async function countClients(db: Queryable): Promise<number> {
+  const row = await db
+    .selectFrom("clients")
+    .select((eb) => eb.fn.countAll<bigint>().as("n"))
+    .executeTakeFirst();
+  return Number(row?.n ?? 0n);
+}
+
+/** A client as the read endpoints show it, with its main balance. */
+export interface ClientListRow {
+  id: string;
+  parent_id: string | null;
+  code: string;
+  name: string;
+  alias: string;
+  rfc: string | null;
+  email: string | null;
+  status: "ACTIVE" | "DISABLED";
+  min_balance_cents: bigint;
+  created_at: Date;
+  balance_cents: bigint;
+}
+
+/** The direct sub-clients of `parentId`, oldest first. */
+export async function listChildren(
+  db: Queryable,
+  parentId: string,
+  page: { limit: number; offset: number },
+): Promise<{ total: number; rows: ClientListRow[] }> {
+  const rows = await db
+    .selectFrom("clients as c")
+    .innerJoin("ledger_accounts as a", "a.id", "c.id")
+    .select([
+      "c.id",
+      "c.parent_id",
+      "c.code",
+      "c.name",
+      "c.alias",
+      "c.rfc",
+      "c.email",
+      "c.status",
+      "c.min_balance_cents",
+      "c.created_at",
+      "a.balance_cents",
+    ])
+    .where("c.parent_id", "=", parentId)
+    .orderBy("c.created_at")
+    .orderBy("c.id")
+    .limit(page.limit)
+    .offset(page.offset)
+    .execute();
+  const count = await db
+    .selectFrom("clients")
+    .select((eb) => eb.fn.countAll<bigint>().as("n"))
+    .where("parent_id", "=", parentId)
+    .executeTakeFirstOrThrow();
+  return { total: Number(count.n), rows };
+}

@@ -1,0 +1,97 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { ok } from "../../http/envelope.ts";
+import { sendResult } from "../../http/idempotency.ts";
+import { bearerAuth, responses } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import {
+  BalanceData,
+  ClientData,
+  ClientListData,
+  ClientListQuery,
+  ClientParams,
+  type CreateClientBody,
+  createClientBody,
+  SubclientData,
+} from "./schemas.ts";
+import { createSubclient, getBalance, getClient, listSubclients } from "./service.ts";
+
+/** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
+export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
+  app.post<{ Body: CreateClientBody }>(
+    "/v1/clients",
+    {
+      config: { idempotent: true, rateLimited: true },
+      schema: {
+        tags: ["clients"],
+        summary: "Create a sub-client with its own API key (contract 4.4)",
+        description:
+          "The new client is a child of the caller, funded with `available` from the caller's main balance in the same transaction; the caller's balance may not fall below its minimum balance (5102). Log in as the new client with `api_client.api_key` and the `api_key_password` you sent (never returned). Honours Idempotency-Key.",
+        security: bearerAuth,
+        body: createClientBody(ctx.config.apiKeyPasswordMinLength),
+        response: responses(SubclientData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await createSubclient(
+          ctx.db,
+          request.caller,
+          request.body,
+          request.idempotency,
+          ctx.config.clabeBankPrefix,
+        ),
+      ),
+  );
+
+  app.get(
+    "/v1/clients/balance",
+    {
+      schema: {
+        tags: ["clients"],
+        summary: "Your main balance",
+        security: bearerAuth,
+        response: responses(BalanceData),
+      },
+    },
+    async (request) => ok(await getBalance(ctx.db, request.caller)),
+  );
+
+  app.get<{ Querystring: Static<typeof ClientListQuery> }>(
+    "/v1/clients",
+    {
+      schema: {
+        tags: ["clients"],
+        summary: "Your direct sub-clients, oldest first",
+        security: bearerAuth,
+        querystring: ClientListQuery,
+        response: responses(ClientListData),
+      },
+    },
+    async (request) =>
+      ok(
+        await listSubclients(
+          ctx.db,
+          request.caller,
+          request.query.page ?? 1,
+          request.query.per_page ?? limits.pageSizeDefault,
+        ),
+      ),
+  );
+
+  app.get<{ Params: Static<typeof ClientParams> }>(
+    "/v1/clients/:id",
+    {
+      schema: {
+        tags: ["clients"],
+        summary: "One client: yourself or any client of your subtree",
+        security: bearerAuth,
+        params: ClientParams,
+        response: responses(ClientData),
+      },
+    },
+    async (request) => ok(await getClient(ctx.db, request.caller, request.params.id)),
+  );
+}

@@ -1,0 +1,119 @@
+import { type Static, Type } from "typebox";
+import { Digits, DigitsBetween, Email, PageQuery, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import { CatalogKey } from "../catalogs/schemas.ts";
+
+/** An address in a request (contract 4.2, 4.4): the street numbers are ext_/int_street_number. */
+export const AddressFields = {
+  street: Text(1, 20),
+  ext_street_number: Text(1, 5),
+  int_street_number: Type.Optional(Text(1, 5)),
+  suburb: Text(1, 25),
+  township: Text(1, 25),
+  city: Text(1, 25),
+  state: CatalogKey("state"),
+  postal_code: Digits(5),
+};
+
+/**
+ * POST /v1/clients (contract 4.4). The password's minimum length is configured
+ * (EMISOR_API_KEY_PASSWORD_MIN_LENGTH), so the body schema is built with it.
+ */
+export function createClientBody(passwordMinLength: number) {
+  return Type.Object(
+    {
+      name: Text(5, 30),
+      alias: Text(3, 10, "Unique (ignoring case) among the clients of your organisation"),
+      email: Email(),
+      available: PesosOrZero("Initial main balance, MXN, taken from yours; 0 is allowed"),
+      phone: Digits(10),
+      mobile_phone: Digits(10),
+      rfc: Text(10, 13, "The client's RFC (upper case; lower case is converted)"),
+      ...AddressFields,
+      contact_name: Text(1, 12),
+      contact_second_name: Type.Optional(Text(1, 12)),
+      contact_surname: Text(1, 12),
+      contact_second_surname: Type.Optional(Text(1, 12)),
+      contact_email: Email(),
+      contact_telephone_country_code: DigitsBetween(2, 3),
+      contact_telephone: Digits(10),
+      contact_mobile_phone_country_code: DigitsBetween(2, 3),
+      contact_mobile_phone: Digits(10),
+      legal_representative_name: Type.Optional(Text(1, 12)),
+      legal_representative_second_name: Type.Optional(Text(1, 12)),
+      legal_representative_surname: Type.Optional(Text(1, 12)),
+      legal_representative_second_surname: Type.Optional(Text(1, 12)),
+      legal_representative_email: Type.Optional(Email()),
+      legal_representative_telephone_country_code: Type.Optional(DigitsBetween(2, 3)),
+      legal_representative_telephone: Type.Optional(Digits(10)),
+      legal_representative_mobile_phone_country_code: Type.Optional(DigitsBetween(2, 3)),
+      legal_representative_mobile_phone: Type.Optional(Digits(10)),
+      api_key_name: Text(5, 30),
+      api_key_description: Type.Optional(Text(1, 30)),
+      api_key_password: Type.String({
+        minLength: passwordMinLength,
+        maxLength: limits.apiKeyPasswordLengthMax,
+        description: `Password of the new API key, ${passwordMinLength}-${limits.apiKeyPasswordLengthMax} characters (the contract allows 1-30; Emisor requires at least ${passwordMinLength}). Never returned.`,
+      }),
+    },
+    { additionalProperties: false },
+  );
+}
+
+export type CreateClientBody = Static<ReturnType<typeof createClientBody>>;
+
+/** Contract 2.7, plus `api_client.api_key`: the identifier to log in with, with the password sent. */
+export const SubclientData = Type.Object({
+  subclient: Type.Object({
+    id: Type.String({ format: "uuid" }),
+    code: Type.String(),
+    name: Type.String(),
+    available: Type.Number({ description: "The new client's main balance, MXN" }),
+    rfc: Type.String(),
+    api_client: Type.Object({
+      id: Type.String({ format: "uuid" }),
+      name: Type.String(),
+      alias: Type.String(),
+      description: Type.String({ description: "Empty when api_key_description was not sent" }),
+      api_key: Type.String({ description: "Log in with this and api_key_password (POST /v1/auth/login)" }),
+    }),
+  }),
+});
+
+/** A client as GET /v1/clients and GET /v1/clients/{id} show it. */
+export const ClientView = Type.Object({
+  id: Type.String({ format: "uuid" }),
+  parent_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()]),
+  code: Type.String(),
+  name: Type.String(),
+  alias: Type.String(),
+  rfc: Type.Union([Type.String(), Type.Null()]),
+  email: Type.Union([Type.String(), Type.Null()]),
+  status: Type.String(),
+  available: Type.Number({ description: "Main balance, MXN" }),
+  min_balance: Type.Number({
+    description: "Commercial floor of the main balance when funding sub-clients, MXN",
+  }),
+  created_at: Type.String({ format: "date-time" }),
+});
+
+export const BalanceData = Type.Object({
+  balance: Type.Object({
+    client_id: Type.String({ format: "uuid" }),
+    available: Type.Number({ description: "Main balance, MXN" }),
+    min_balance: Type.Number({ description: "What sub-client funding may not go below, MXN" }),
+    currency: Type.Object({ code: Type.String(), description: Type.String() }),
+  }),
+});
+
+export const ClientListQuery = Type.Object(PageQuery, { additionalProperties: false });
+export const ClientParams = Type.Object({ id: Uuid() });
+export const ClientListData = Type.Object({
+  clients: Type.Object({
+    items: Type.Array(ClientView),
+    page: Type.Integer(),
+    pages: Type.Integer(),
+    total: Type.Integer(),
+  }),
+});
+export const ClientData = Type.Object({ client: ClientView });

@@ -1,0 +1,236 @@
+import assert from "node:assert/strict";
+import { randomInt, randomUUID } from "node:crypto";
+import type { Db, Tx } from "../../db/database.ts";
+import type { IdempotencyScope, IdempotentResult } from "../../db/idempotency.ts";
+import { AppError, errors } from "../../errors.ts";
+import { type Envelope, ok } from "../../http/envelope.ts";
+import { toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import { maskedCardNumber } from "../cards/card-number.ts";
+import { emitEvents } from "../events/outbox.ts";
+import * as repo from "./repository.ts";
+
+/**
+ * The hot account. Every payment of a client debits that client's one main balance, and a row
+ * lock held until commit would let only one payment per commit through. So payments of one payer
+ * queue here, per process, and each transaction applies everything that queued while the previous
+ * one was committing (group commit): one lock of the payer row, decisions in arrival order against
+ * the running balance (exactly the affordable payments succeed), and a handful of set-based
+ * statements for the whole batch. Across processes the payer row lock still serialises batches,
+ * and since every payment of a payer holds that lock, idempotency keys checked under it cannot
+ * race. Nothing is answered before its batch commits.
+ */
+export interface PaymentRequest {
+  payerId: string;
+  apiKeyId: string;
+  card: {
+    id: string;
+    client_id: string;
+    last_four: string;
+    card_type: string;
+    account_id: string;
+    account_reference: string;
+  };
+  amountCents: bigint;
+  description: string;
+  latitude: number;
+  longitude: number;
+  idempotency: IdempotencyScope | undefined;
+}
+
+interface Item {
+  request: PaymentRequest;
+  resolve: (result: IdempotentResult) => void;
+  reject: (error: unknown) => void;
+}
+
+type Outcome = { result: IdempotentResult } | { error: unknown };
+
+const payableStatuses = new Set(["NEED_ACTIVATION", "ACTIVE"]);
+const retryableCodes = new Set(["40P01", "40001", "23505"]);
+
+export class PaymentBatcher {
+  readonly #db: Db;
+  readonly #queues = new Map<string, Item[]>();
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  submit(request: PaymentRequest): Promise<IdempotentResult> {
+    return new Promise((resolve, reject) => {
+      const queue = this.#queues.get(request.payerId);
+      if (queue) {
+        queue.push({ request, resolve, reject });
+        return;
+      }
+      this.#queues.set(request.payerId, [{ request, resolve, reject }]);
+      void this.#drain(request.payerId);
+    });
+  }
+
+  async #drain(payerId: string): Promise<void> {
+    const queue = this.#queues.get(payerId) ?? [];
+    while (queue.length > 0) {
+      const batch = queue.splice(0, limits.paymentBatchMax);
+      const outcomes = await this.#run(payerId, batch);
+      batch.forEach((item, i) => {
+        const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
+        if ("result" in outcome) item.resolve(outcome.result);
+        else item.reject(outcome.error);
+      });
+    }
+    this.#queues.delete(payerId);
+  }
+
+  /** One transaction for the batch, retried on a deadlock, a serialization failure or a key race. */
+  async #run(payerId: string, batch: Item[]): Promise<Outcome[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#db.transaction().execute((tx) =>
+          applyBatch(
+            tx,
+            payerId,
+            batch.map((i) => i.request),
+          ),
+        );
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (attempt < 3 && code && retryableCodes.has(code)) continue;
+        return batch.map(() => ({ error }));
+      }
+    }
+  }
+}
+
+function authorizationCode(): string {
+  return String(randomInt(0, 1_000_000)).padStart(6, "0");
+}
+
+function paymentData(request: PaymentRequest, entryId: string, status: string) {
+  return {
+    operation: {
+      id: entryId,
+      authorization_code: authorizationCode(),
+      amount: toPesos(request.amountCents),
+      payment_description: request.description,
+    },
+    card: {
+      id: request.card.id,
+      masked_card_number: maskedCardNumber(request.card.last_four),
+      type: request.card.card_type,
+      status,
+    },
+    account: { id: request.card.account_id, reference: Number(request.card.account_reference) },
+  };
+}
+
+const keyOf = (scope: IdempotencyScope) => `${scope.apiKeyId}\n${scope.key}`;
+
+/** Decides every payment of the batch in arrival order and applies the accepted ones. */
+async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): Promise<Outcome[]> {
+  const scoped = requests.flatMap((r) => (r.idempotency ? [r.idempotency] : []));
+  const locked = await repo.lockBatch(tx, payerId, [...new Set(requests.map((r) => r.card.id))], {
+    apiKeyIds: [...new Set(scoped.map((s) => s.apiKeyId))],
+    keys: scoped.map((s) => s.key),
+  });
+  assert.ok(locked, `payer ${payerId} has no ledger account`);
+  let available: bigint = locked.balance;
+  const stored = new Map(locked.stored.map((row) => [`${row.api_key_id}\n${row.key}`, row]));
+  const statuses = locked.statuses;
+  const outcomes: Outcome[] = [];
+  const firstWithKey = new Map<string, number>();
+  const accepted: Array<{ index: number; payment: repo.AcceptedPayment; body: Envelope }> = [];
+
+  requests.forEach((request, index) => {
+    const scope = request.idempotency;
+    const previous = scope ? stored.get(keyOf(scope)) : undefined;
+    if (scope && previous) {
+      outcomes[index] =
+        previous.request_hash === scope.requestHash
+          ? { result: { status: previous.response_status, body: previous.response_body, replayed: true } }
+          : { error: new AppError(errors.idempotencyKeyReused) };
+      return;
+    }
+    if (scope && firstWithKey.has(keyOf(scope))) {
+      outcomes[index] = { error: "duplicate" }; // settled below, from the first request with the key
+      return;
+    }
+    if (scope) firstWithKey.set(keyOf(scope), index);
+    const status = statuses.get(request.card.id);
+    if (!status || !payableStatuses.has(status)) {
+      outcomes[index] = { error: new AppError(errors.cardNotPayable) };
+      return;
+    }
+    if (request.amountCents > available) {
+      outcomes[index] = { error: new AppError(errors.paymentInsufficientBalance) };
+      return;
+    }
+    available -= request.amountCents;
+    const entryId = randomUUID();
+    const data = paymentData(request, entryId, status);
+    const body = ok(data);
+    accepted.push({
+      index,
+      body,
+      payment: {
+        entryId,
+        cardId: request.card.id,
+        amountCents: request.amountCents,
+        description: request.description,
+        metadata: {
+          card_id: request.card.id,
+          authorization_code: data.operation.authorization_code,
+          latitude: request.latitude,
+          longitude: request.longitude,
+          api_key_id: request.apiKeyId,
+        },
+      },
+    });
+    outcomes[index] = { result: { status: 200, body, replayed: false } };
+  });
+
+  if (accepted.length > 0) {
+    const records = accepted.flatMap((a) => {
+      const scope = requests[a.index]?.idempotency;
+      return scope
+        ? [{ apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, body: a.body }]
+        : [];
+    });
+    const written = await repo.applyPayments(
+      tx,
+      payerId,
+      accepted.map((a) => a.payment),
+      records,
+    );
+    assert.equal(written.debited, 1, "the locked payer balance no longer covers the batch");
+    assert.equal(written.credited, written.cards, "a card has no ledger account");
+    await emitEvents(
+      tx,
+      accepted.map((a) => ({
+        type: "card.payment" as const,
+        clientId: payerId,
+        data: a.body.data as Record<string, unknown>,
+      })),
+    );
+  }
+  return settleDuplicates(requests, outcomes, firstWithKey);
+}
+
+/** A repeated key inside one batch gets what the first request with that key got. */
+function settleDuplicates(
+  requests: PaymentRequest[],
+  outcomes: Outcome[],
+  firstWithKey: Map<string, number>,
+): Outcome[] {
+  return outcomes.map((outcome, index) => {
+    if (!("error" in outcome) || outcome.error !== "duplicate") return outcome;
+    const scope = requests[index]?.idempotency;
+    const first = scope ? outcomes[firstWithKey.get(keyOf(scope)) ?? -1] : undefined;
+    const firstScope = scope ? requests[firstWithKey.get(keyOf(scope)) ?? -1]?.idempotency : undefined;
+    if (!first || !firstScope) return { error: new Error("duplicate without its first request") };
+    if (firstScope.requestHash !== scope?.requestHash)
+      return { error: new AppError(errors.idempotencyKeyReused) };
+    return "result" in first ? { result: { ...first.result, replayed: true } } : first;
+  });
+}

@@ -1,0 +1,126 @@
+import { sql } from "kysely";
+import type { Tx } from "../../db/database.ts";
+import type { Envelope } from "../../http/envelope.ts";
+
+/**
+ * SQL of the batched payment path: one statement that takes the locks and reads what the batch
+ * decides on, one that writes everything. Both take arrays (unnest), so a batch of one and a batch
+ * of 256 are the same two statements with the same plans.
+ */
+export interface StoredKey {
+  api_key_id: string;
+  key: string;
+  request_hash: string;
+  response_status: number;
+  response_body: Envelope;
+}
+
+export interface LockedBatch {
+  balance: bigint;
+  statuses: Map<string, string>;
+  stored: StoredKey[];
+}
+
+/**
+ * Locks, in this order (uncorrelated subqueries run in target-list order, so every batch takes
+ * them the same way): the payer's balance row FOR UPDATE, the cards FOR SHARE (a block or a cancel
+ * waits for us), and the cards' balance rows FOR UPDATE in id order (two payers paying the same
+ * cards cannot deadlock). Under the payer lock, the idempotency keys already stored are final.
+ */
+export async function lockBatch(
+  tx: Tx,
+  payerId: string,
+  cardIds: string[],
+  keys: { apiKeyIds: string[]; keys: string[] },
+): Promise<LockedBatch | undefined> {
+  const result = await sql<{
+    balance: bigint | null;
+    statuses: Array<{ id: string; status: string }>;
+    locked: bigint;
+    stored: StoredKey[];
+  }>`
+    select
+      (select balance_cents from ledger_accounts where id = ${payerId} for update) as balance,
+      (select coalesce(json_agg(json_build_object('id', c.id, 'status', c.status)), '[]')
+         from (select id, status from cards where id = any(${cardIds}::uuid[]) for share) c) as statuses,
+      (select count(*) from (select id from ledger_accounts where id = any(${cardIds}::uuid[]) order by id for update) l)
+         as locked,
+      (select coalesce(json_agg(json_build_object('api_key_id', k.api_key_id, 'key', k.key,
+           'request_hash', k.request_hash, 'response_status', k.response_status, 'response_body', k.response_body)), '[]')
+         from idempotency_keys k where k.api_key_id = any(${keys.apiKeyIds}::uuid[]) and k.key = any(${keys.keys}::text[]))
+         as stored`.execute(tx);
+  const row = result.rows[0];
+  if (!row || row.balance === null) return undefined;
+  return {
+    balance: BigInt(row.balance),
+    statuses: new Map(row.statuses.map((s) => [s.id, s.status])),
+    stored: row.stored,
+  };
+}
+
+export interface AcceptedPayment {
+  entryId: string;
+  cardId: string;
+  amountCents: bigint;
+  description: string;
+  metadata: Record<string, unknown>;
+}
+
+export interface IdempotencyRecord {
+  apiKeyId: string;
+  key: string;
+  requestHash: string;
+  body: Envelope;
+}
+
+/**
+ * Applies the accepted payments in one statement: the payer's one debit (still guarded: it must
+ * cover the total), each card's credit, the journal entries, their postings and the idempotency
+ * records of the requests that carried a key. Answers how many rows each part wrote.
+ */
+export async function applyPayments(
+  tx: Tx,
+  payerId: string,
+  payments: AcceptedPayment[],
+  records: IdempotencyRecord[],
+): Promise<{ debited: number; credited: number; cards: number }> {
+  const perCard = new Map<string, bigint>();
+  let total = 0n;
+  for (const p of payments) {
+    perCard.set(p.cardId, (perCard.get(p.cardId) ?? 0n) + p.amountCents);
+    total += p.amountCents;
+  }
+  const cardIds = [...perCard.keys()];
+  const result = await sql<{ debited: bigint; credited: bigint }>`
+    with debit as (
+      update ledger_accounts set balance_cents = balance_cents - ${total}
+      where id = ${payerId} and balance_cents >= ${total} returning id),
+    credit as (
+      update ledger_accounts a set balance_cents = a.balance_cents + v.amount
+      from (select unnest(${cardIds}::uuid[]) as id, unnest(${cardIds.map((id) => String(perCard.get(id)))}::bigint[]) as amount) v
+      where a.id = v.id returning a.id),
+    entries as (
+      insert into journal_entries (id, kind, description, client_id, metadata)
+      select id, 'CARD_PAYMENT', description, ${payerId}::uuid, metadata
+      from unnest(${payments.map((p) => p.entryId)}::uuid[], ${payments.map((p) => p.description)}::text[],
+        ${payments.map((p) => JSON.stringify(p.metadata))}::jsonb[]) as t(id, description, metadata)
+      returning id),
+    postings as (
+      insert into postings (entry_id, account_id, amount_cents)
+      select entry_id, account_id, amount from unnest(
+        ${payments.flatMap((p) => [p.entryId, p.entryId])}::uuid[],
+        ${payments.flatMap((p) => [payerId, p.cardId])}::uuid[],
+        ${payments.flatMap((p) => [String(-p.amountCents), String(p.amountCents)])}::bigint[]
+      ) as t(entry_id, account_id, amount)
+      returning id),
+    keys as (
+      insert into idempotency_keys (api_key_id, key, request_hash, response_status, response_body)
+      select api_key_id, key, request_hash, 200, body from unnest(
+        ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
+        ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
+      ) as t(api_key_id, key, request_hash, body)
+      returning key)
+    select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
+  const row = result.rows[0];
+  return { debited: Number(row?.debited ?? 0), credited: Number(row?.credited ?? 0), cards: cardIds.length };
+}

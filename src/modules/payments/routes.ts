@@ -1,0 +1,34 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { sendResult } from "../../http/idempotency.ts";
+import { bearerAuth, responses } from "../../http/schemas.ts";
+import { CardCache } from "../cards/card-cache.ts";
+import { PaymentBatcher } from "./batcher.ts";
+import { PaymentBody, PaymentData } from "./schemas.ts";
+import { payCard } from "./service.ts";
+
+export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const batcher = new PaymentBatcher(ctx.db);
+  const cards = new CardCache();
+  app.post<{ Body: Static<typeof PaymentBody> }>(
+    "/v1/cards/payment",
+    {
+      config: { idempotent: true, rateLimited: true },
+      schema: {
+        tags: ["payments"],
+        summary: "Pay an amount onto a card from your main balance (contract 4.6)",
+        description:
+          "The card must be NEED_ACTIVATION or ACTIVE and in your subtree. Concurrent payments of one client are applied in batches; each is decided in arrival order against the balance.",
+        security: bearerAuth,
+        body: PaymentBody,
+        response: responses(PaymentData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await payCard(ctx, cards, batcher, request.caller, request.body, request.idempotency),
+      ),
+  );
+}

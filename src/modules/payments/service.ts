@@ -1,0 +1,40 @@
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import type { IdempotencyScope, IdempotentResult } from "../../db/idempotency.ts";
+import { AppError, errors } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { parsePesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import type { CardCache } from "../cards/card-cache.ts";
+import { parseCardNumber } from "../cards/card-number.ts";
+import type { PaymentBatcher } from "./batcher.ts";
+import type { PaymentBody } from "./schemas.ts";
+
+/**
+ * Contract 4.6: the caller's main balance pays `amount` onto a card of its subtree. The card is
+ * resolved here (from the per-process cache after the first time), outside any transaction; the
+ * batcher checks its status under lock and applies the money movement.
+ */
+export async function payCard(
+  ctx: AppContext,
+  cards: CardCache,
+  batcher: PaymentBatcher,
+  caller: Caller,
+  body: Static<typeof PaymentBody>,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+  const ref = await parseCardNumber(ctx, body.card_number);
+  const card = await cards.find(ctx.db, caller.clientId, ref);
+  if (!card) throw new AppError(errors.cardNotFound);
+  return batcher.submit({
+    payerId: caller.clientId,
+    apiKeyId: caller.apiKeyId,
+    card,
+    amountCents,
+    description: body.payment_description,
+    latitude: body.latitude,
+    longitude: body.longitude,
+    idempotency,
+  });
+}

@@ -1,0 +1,135 @@
+import { sql } from "kysely";
+import type { Static } from "typebox";
+import { Type } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
+import { AppError, errors } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { ok } from "../../http/envelope.ts";
+import { Pesos } from "../../http/schemas.ts";
+import { parsePesos, toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import { maskedCardNumber } from "../cards/card-number.ts";
+import { findCardInScope } from "../cards/repository.ts";
+import { CardNumber } from "../cards/schemas.ts";
+import { resolveActiveCard, verifyPin } from "../cards/service.ts";
+import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
+import { createSpeiOrder } from "./outgoing.ts";
+
+/**
+ * Contract 4.10: an interbank transfer paid by a card. The card is named by `card_number` (its
+ * UUID or its ciphered number, as in every card operation), must be ACTIVE and in the caller's
+ * subtree, and its PIN must match (wrong PINs are counted and lock the PIN). The card pays amount
+ * + the product's FLAT commission + IVA; the order goes to the rail through the outbox.
+ */
+export const successMessage = "Operación SPEI® Out exitosa.";
+
+export const CardTransferBody = Type.Object(
+  {
+    card_number: CardNumber,
+    ...BeneficiaryProperties,
+    amount: Pesos("MXN, at most 2 decimals, at most the configured maximum"),
+    pin: Type.String({
+      minLength: 4,
+      maxLength: limits.cipherTextLengthMax,
+      description: "The card's PIN: 4-6 digits, or ciphered under the system key (RSA-OAEP-SHA256, Base64)",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const CardTransferData = Type.Object({
+  card: Type.Object({
+    card_id: Type.String(),
+    card_type: Type.String(),
+    masked_card_number: Type.String(),
+    last_four: Type.String(),
+  }),
+  account: Type.Object({
+    account_id: Type.String(),
+    rfc: Type.String(),
+    curp: Type.String(),
+    primary_phone: Type.String(),
+    mobile_phone: Type.String(),
+    observations: Type.String(),
+  }),
+  transfer: Type.Object({
+    id: Type.String(),
+    tracking_key: Type.String(),
+    operation_date: Type.String({ description: "YYYY-MM-DD" }),
+    reference_operation: Type.String({ format: "uuid" }),
+    amount: Type.Number(),
+    commission: Type.Number(),
+    commission_type: Type.Literal("FLAT"),
+    iva: Type.Number(),
+  }),
+});
+
+export async function sendCardTransfer(
+  ctx: AppContext,
+  caller: Caller,
+  body: Static<typeof CardTransferBody>,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+  const beneficiary = validateBeneficiary(body);
+  const card = await resolveActiveCard(ctx, caller, body.card_number);
+  // Its own transaction: a wrong PIN is counted even though this request then fails.
+  await verifyPin(ctx, caller, { id: card.id }, body.pin);
+  return runIdempotent(ctx.db, idempotency, async (tx) => {
+    // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
+    const locked = await findCardInScope(tx, caller.clientId, { id: card.id }, { lock: true });
+    if (!locked) throw new AppError(errors.cardNotFound);
+    if (locked.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+    const order = await createSpeiOrder(tx, {
+      clientId: locked.client_id,
+      payerAccountId: locked.id,
+      cardId: locked.id,
+      amountCents,
+      commissionCents: locked.transfer_commission_cents,
+      beneficiary,
+    });
+    const holder = await sql<{
+      rfc: string | null;
+      curp: string | null;
+      primary_phone: string;
+      mobile_phone: string;
+    }>`
+      select rfc, curp, primary_phone, mobile_phone from cardholders where id = ${locked.cardholder_id}`.execute(
+      tx,
+    );
+    const account = await tx
+      .selectFrom("accounts")
+      .select("observations")
+      .where("id", "=", locked.account_id)
+      .executeTakeFirstOrThrow();
+    const person = holder.rows[0];
+    const data = {
+      card: {
+        card_id: locked.id,
+        card_type: locked.card_type,
+        masked_card_number: maskedCardNumber(locked.last_four),
+        last_four: locked.last_four,
+      },
+      account: {
+        account_id: locked.account_id,
+        rfc: person?.rfc ?? "",
+        curp: person?.curp ?? "",
+        primary_phone: person?.primary_phone ?? "",
+        mobile_phone: person?.mobile_phone ?? "",
+        observations: account.observations,
+      },
+      transfer: {
+        id: order.id,
+        tracking_key: order.trackingKey,
+        operation_date: order.operationDate,
+        reference_operation: order.referenceOperation,
+        amount: toPesos(order.amountCents),
+        commission: toPesos(order.commissionCents),
+        commission_type: "FLAT" as const,
+        iva: toPesos(order.ivaCents),
+      },
+    };
+    return { status: 200, body: ok(data, successMessage) };
+  });
+}

@@ -1,0 +1,114 @@
+import type { Db } from "../../db/database.ts";
+import {
+  claimRailJobs,
+  completeRailJob,
+  postponeRailJob,
+  type RailJob,
+  retryRailJobLater,
+} from "../../db/rail-outbox.ts";
+import { accountTypeCodes } from "../../domain/spei.ts";
+import { limits } from "../../limits.ts";
+import { RailUnavailableError, type SpeiOrderMessage, type SpeiRail } from "../../rails/spei/port.ts";
+import { withDeadline } from "../../rails/timeout.ts";
+import { applyStateChangeTx } from "./outgoing.ts";
+import * as repo from "./repository.ts";
+
+/**
+ * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs (FOR UPDATE
+ * SKIP LOCKED, leased), sends each order outside any transaction, and records the answer:
+ * accepted -> ENVIADA; refused -> CANCELADA with a full refund; no answer -> retried later with
+ * backoff, never dropped (the rail may have taken it; re-sending is safe because the rail
+ * deduplicates by tracking key). A crash between the order's commit and this hand-over leaves
+ * the job in the outbox; a crash after the rail accepted but before ENVIADA was recorded makes
+ * the job due again when its lease ends, and the re-send gets the rail's first answer.
+ *
+ * The job lives until the order is settled, returned or cancelled (the state change deletes
+ * it): an order still ENVIADA when the settlement check comes due is sent again. A rail that
+ * knows it answers as before; one that lost it (a simulator after a restart) takes it anew, so
+ * no order stays in flight forever.
+ */
+export interface SpeiDispatchDeps {
+  db: Db;
+  rail: SpeiRail;
+  /** Where a failed attempt is reported (never with personal data). */
+  warn?: (message: string, detail: Record<string, unknown>) => void;
+}
+
+/** One pass; returns how many jobs it claimed. */
+export async function dispatchSpeiOrders(
+  deps: SpeiDispatchDeps,
+  batch: number = limits.railBatchSize,
+): Promise<number> {
+  const jobs = await claimRailJobs(deps.db, "SPEI", batch, limits.railLeaseSeconds);
+  for (const job of jobs) await dispatchOne(deps, job);
+  return jobs.length;
+}
+
+async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> {
+  const { db, rail } = deps;
+  const order = await repo.findOrderById(db, job.refId);
+  if (!order || (order.status !== "PENDIENTE" && order.status !== "ENVIADA")) {
+    await completeRailJob(db, "SPEI", job.refId);
+    return;
+  }
+  let result: Awaited<ReturnType<SpeiRail["submitOrder"]>>;
+  try {
+    result = await withDeadline(
+      rail.submitOrder(messageOf(order)),
+      limits.railCallTimeoutMs,
+      () => new RailUnavailableError("SPEI rail did not answer in time"),
+    );
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    deps.warn?.("SPEI order hand-over failed; will retry", {
+      order_id: order.id,
+      attempts: job.attempts,
+      error: message,
+    });
+    await retryRailJobLater(db, job, message, {
+      baseSeconds: limits.railRetryBaseSeconds,
+      maxSeconds: limits.railRetryMaxSeconds,
+    });
+    return;
+  }
+  await db.transaction().execute(async (tx) => {
+    const locked = await repo.lockOrderByTrackingKey(tx, order.operation_date, order.tracking_key);
+    if (!locked) return;
+    if (!result.accepted) {
+      // Completes the job with the state change.
+      await applyStateChangeTx(tx, locked, {
+        trackingKey: order.tracking_key,
+        operationDate: order.operation_date,
+        estado: "CANCELACION",
+        detalle: result.detail,
+      });
+      return;
+    }
+    await repo.transitionOrder(tx, order.id, ["PENDIENTE"], "ENVIADA", {
+      rail_reference: result.railReference,
+      sent_at: new Date(),
+    });
+    // A settled or returned order is done (its callback won the race); one still in flight keeps
+    // its job, due again after the settlement check period.
+    if (locked.status === "PENDIENTE" || locked.status === "ENVIADA") {
+      await postponeRailJob(tx, job, limits.speiSettlementCheckSeconds);
+    } else {
+      await completeRailJob(tx, "SPEI", order.id);
+    }
+  });
+}
+
+function messageOf(order: repo.SpeiOrderRow): SpeiOrderMessage {
+  return {
+    trackingKey: order.tracking_key,
+    operationDate: order.operation_date,
+    amountCents: BigInt(order.amount_cents),
+    beneficiaryAccount: order.beneficiary_account,
+    beneficiaryAccountType: accountTypeCodes[order.beneficiary_account_type],
+    beneficiaryInstitution: order.beneficiary_institution,
+    beneficiaryName: order.beneficiary_name,
+    beneficiaryRfcCurp: order.beneficiary_rfc_curp,
+    paymentConcept: order.payment_concept,
+    numericReference: order.numeric_reference,
+  };
+}

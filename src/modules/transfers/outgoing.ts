@@ -1,0 +1,265 @@
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import type { Db, Tx } from "../../db/database.ts";
+import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
+import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
+import type { SpeiOrderStatus } from "../../db/schema.ts";
+import { newTrackingKey, operationDateOf } from "../../domain/spei.ts";
+import { AppError, errors } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { ok } from "../../http/envelope.ts";
+import { systemAccounts } from "../../ledger/accounts.ts";
+import { InsufficientFundsError, type Posting, postEntry, reverseEntry } from "../../ledger/ledger.ts";
+import { type Cents, ivaOf } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import type { SpeiRail, SpeiStateChange } from "../../rails/spei/port.ts";
+import { SpeiSimulator } from "../../rails/spei/simulator.ts";
+import { emitEvent } from "../events/outbox.ts";
+import type { Beneficiary } from "./beneficiary.ts";
+import * as repo from "./repository.ts";
+import { renderOrder, type SpeiOrderView } from "./views.ts";
+
+/**
+ * The transfer-out engine (contract 4.10 without its HTTP route, which needs cards): one
+ * transaction debits the payer, credits SPEI_OUT, COMMISSION_REVENUE and IVA_PAYABLE, stores the
+ * order with a fresh tracking key and queues it in the rail outbox. The dispatcher hands it to
+ * the rail; the rail's asynchronous state changes settle it (LIQUIDADA) or return it (DEVUELTA,
+ * CANCELADA), and a return reverses the whole debit.
+ *
+ * Fee policy on a return: everything comes back (amount, commission and IVA). The transfer did
+ * not happen, so nothing was earned, and the IVA of a commission that is refunded is not owed.
+ */
+export interface SpeiOrderInput {
+  /** The client that owns the paying account: tenancy of GET /v1/transfer/cards/{id}, and events. */
+  clientId: string;
+  /** The ledger account debited (a card's account). */
+  payerAccountId: string;
+  /** The paying card, recorded on the order for the 4.10 response and the order view. */
+  cardId?: string | null;
+  amountCents: Cents;
+  /** The product's FLAT commission; IVA (16%, half-up) is computed here. */
+  commissionCents: Cents;
+  beneficiary: Beneficiary;
+}
+
+export interface SpeiOrder {
+  id: string;
+  trackingKey: string;
+  operationDate: string;
+  /** The ledger entry of the debit (the contract's reference_operation). */
+  referenceOperation: string;
+  amountCents: Cents;
+  commissionCents: Cents;
+  ivaCents: Cents;
+  totalCents: Cents;
+  status: SpeiOrderStatus;
+  view: SpeiOrderView;
+}
+
+/**
+ * Creates a transfer-out order inside the caller's transaction. Throws AppError 5501 (and the
+ * caller's transaction rolls back, so nothing changes) when the payer cannot cover amount +
+ * commission + IVA.
+ */
+export async function createSpeiOrder(tx: Tx, input: SpeiOrderInput): Promise<SpeiOrder> {
+  assert.ok(input.amountCents > 0n && input.amountCents <= limits.amountCentsMax, "amount out of bounds");
+  assert.ok(input.commissionCents >= 0n, "a commission cannot be negative");
+  const ivaCents = ivaOf(input.commissionCents);
+  const totalCents = input.amountCents + input.commissionCents + ivaCents;
+  const entryId = await debitPayer(tx, input, ivaCents, totalCents);
+  const order = await insertWithFreshTrackingKey(tx, input, entryId, ivaCents);
+  await enqueueRailJob(tx, "SPEI", order.id);
+  const view = renderOrder(order);
+  await emitEvent(tx, { type: "transfer.out.created", clientId: input.clientId, data: view });
+  return {
+    id: order.id,
+    trackingKey: order.tracking_key,
+    operationDate: order.operation_date,
+    referenceOperation: entryId,
+    amountCents: input.amountCents,
+    commissionCents: input.commissionCents,
+    ivaCents,
+    totalCents,
+    status: order.status,
+    view,
+  };
+}
+
+async function debitPayer(
+  tx: Tx,
+  input: SpeiOrderInput,
+  ivaCents: Cents,
+  totalCents: Cents,
+): Promise<string> {
+  const postings: Posting[] = [
+    { accountId: input.payerAccountId, amountCents: -totalCents },
+    { accountId: systemAccounts.speiOut, amountCents: input.amountCents },
+  ];
+  if (input.commissionCents > 0n)
+    postings.push({ accountId: systemAccounts.commissionRevenue, amountCents: input.commissionCents });
+  if (ivaCents > 0n) postings.push({ accountId: systemAccounts.ivaPayable, amountCents: ivaCents });
+  try {
+    return await postEntry(tx, {
+      kind: "SPEI_OUT",
+      description: "SPEI transfer out",
+      clientId: input.clientId,
+      metadata: { beneficiary_account_type: input.beneficiary.accountType },
+      postings,
+    });
+  } catch (error) {
+    if (error instanceof InsufficientFundsError && error.accountId === input.payerAccountId) {
+      throw new AppError(errors.speiInsufficientFunds);
+    }
+    throw error;
+  }
+}
+
+async function insertWithFreshTrackingKey(
+  tx: Tx,
+  input: SpeiOrderInput,
+  entryId: string,
+  ivaCents: Cents,
+): Promise<repo.SpeiOrderRow> {
+  const id = randomUUID();
+  const operationDate = operationDateOf(new Date());
+  const b = input.beneficiary;
+  for (let attempt = 0; attempt < limits.trackingKeyAttemptsMax; attempt++) {
+    const inserted = await repo.insertSpeiOrder(tx, {
+      id,
+      client_id: input.clientId,
+      payer_account_id: input.payerAccountId,
+      card_id: input.cardId ?? null,
+      tracking_key: newTrackingKey(operationDate),
+      operation_date: operationDate,
+      amount_cents: input.amountCents,
+      commission_cents: input.commissionCents,
+      iva_cents: ivaCents,
+      beneficiary_account: b.account,
+      beneficiary_account_type: b.accountType,
+      beneficiary_institution: b.institution.key,
+      beneficiary_name: b.name,
+      beneficiary_rfc_curp: b.rfcCurp,
+      beneficiary_email: b.email,
+      payment_concept: b.paymentConcept,
+      numeric_reference: b.numericReference,
+      entry_id: entryId,
+    });
+    if (inserted) {
+      const row = await repo.findOrderById(tx, id);
+      assert.ok(row, "the order just inserted is missing");
+      return row;
+    }
+  }
+  throw new Error("no free tracking key after several attempts");
+}
+
+// ---- state changes ----
+
+export type StateChangeOutcome = { applied: boolean; order: repo.SpeiOrderRow } | undefined;
+
+/** Applies a rail state change in its own transaction; undefined when no order has that key. */
+export async function applySpeiStateChange(db: Db, change: SpeiStateChange): Promise<StateChangeOutcome> {
+  return db.transaction().execute(async (tx) => {
+    const order = await repo.lockOrderByTrackingKey(tx, change.operationDate, change.trackingKey);
+    if (!order) return undefined;
+    const applied = await applyStateChangeTx(tx, order, change);
+    const after = await repo.findOrderById(tx, order.id);
+    assert.ok(after, "the order vanished");
+    return { applied, order: after };
+  });
+}
+
+/**
+ * The order's state machine. PENDIENTE/ENVIADA -> LIQUIDADA on LIQUIDACION; PENDIENTE/ENVIADA/
+ * LIQUIDADA -> DEVUELTA on DEVOLUCION (a receiving bank can return a settled transfer);
+ * PENDIENTE/ENVIADA -> CANCELADA on CANCELACION. Anything else (a repeated or late callback) is
+ * ignored and answers false. `order` must be locked by the caller.
+ */
+export async function applyStateChangeTx(
+  tx: Tx,
+  order: repo.SpeiOrderRow,
+  change: SpeiStateChange,
+): Promise<boolean> {
+  const detail = change.detalle.slice(0, limits.railDetailLengthMax) || null;
+  let applied = false;
+  if (change.estado === "LIQUIDACION") {
+    applied = await repo.transitionOrder(tx, order.id, ["PENDIENTE", "ENVIADA"], "LIQUIDADA", {
+      settled_at: change.tsLiquidacion ?? new Date(),
+      state_detail: detail,
+    });
+  } else {
+    const returning = change.estado === "DEVOLUCION";
+    const from: SpeiOrderStatus[] = returning
+      ? ["PENDIENTE", "ENVIADA", "LIQUIDADA"]
+      : ["PENDIENTE", "ENVIADA"];
+    if (!from.includes(order.status)) return false;
+    // A cause outside Banxico's table is kept as sent; the view describes it as unknown.
+    const cause = returning ? (change.causaDevolucion ?? null) : null;
+    const reversalId = await reverseEntry(tx, order.entry_id, {
+      kind: returning ? "SPEI_OUT_RETURN" : "SPEI_OUT_CANCEL",
+      description: returning ? "SPEI transfer returned" : "SPEI transfer cancelled",
+      clientId: order.client_id,
+      metadata: { spei_order_id: order.id, return_cause: cause },
+    });
+    applied = await repo.transitionOrder(tx, order.id, from, returning ? "DEVUELTA" : "CANCELADA", {
+      return_cause: cause,
+      state_detail: detail,
+      returned_at: new Date(),
+      reversal_entry_id: reversalId,
+    });
+    assert.ok(applied, "a locked order changed state under us");
+  }
+  if (!applied) return false;
+  await completeRailJob(tx, "SPEI", order.id);
+  const after = await repo.findOrderById(tx, order.id);
+  assert.ok(after, "the order vanished");
+  await emitEvent(tx, {
+    type: change.estado === "LIQUIDACION" ? "transfer.out.settled" : "transfer.out.returned",
+    clientId: order.client_id,
+    data: renderOrder(after),
+  });
+  return true;
+}
+
+// ---- reading and the sandbox ----
+
+/** GET /v1/transfer/cards/{id}: the order when it is in the caller's subtree, else 404. */
+export async function getSpeiOrder(db: Db, caller: Caller, id: string) {
+  const order = await repo.findOrderInScope(db, caller.clientId, id);
+  if (!order) throw new AppError(errors.speiOrderNotFound);
+  return { transfer: renderOrder(order) };
+}
+
+/**
+ * POST /v1/sandbox/spei/orders/{id}/return: the receiving bank returns the order with `cause`,
+ * through the same state machine as the rail's callbacks (the payer is refunded in full).
+ */
+export async function forceReturn(
+  db: Db,
+  rail: SpeiRail,
+  caller: Caller,
+  id: string,
+  cause: string,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  let key: { trackingKey: string; operationDate: string } | undefined;
+  const result = await runIdempotent(db, idempotency, async (tx) => {
+    const order = await repo.findOrderInScope(tx, caller.clientId, id, true);
+    if (!order) throw new AppError(errors.speiOrderNotFound);
+    key = { trackingKey: order.tracking_key, operationDate: order.operation_date };
+    const applied = await applyStateChangeTx(tx, order, {
+      trackingKey: order.tracking_key,
+      operationDate: order.operation_date,
+      estado: "DEVOLUCION",
+      causaDevolucion: cause,
+      detalle: "Devolución forzada (sandbox)",
+    });
+    if (!applied) throw new AppError(errors.speiOrderNotReturnable);
+    const after = await repo.findOrderById(tx, id);
+    assert.ok(after, "the order vanished");
+    return { status: 200, body: ok({ transfer: renderOrder(after) }) };
+  });
+  // The simulator would otherwise still deliver its own outcome later (ignored: DEVUELTA is final).
+  if (key && rail instanceof SpeiSimulator) rail.cancelPending(key.operationDate, key.trackingKey);
+  return result;
+}

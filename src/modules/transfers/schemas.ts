@@ -1,0 +1,295 @@
+import { type Static, Type } from "typebox";
+import { isRealDate, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
+import { invalidField } from "../../errors.ts";
+import { DateString, Digits, DigitsBetween, PageQuery, Pesos, Text } from "../../http/schemas.ts";
+import { parsePesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import type { Abono } from "./service.ts";
+
+/** TypeBox schemas of the SPEI routes, and the normalization of the rail's payloads. */
+
+const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
+const KeyValue = Type.Object({ key: Type.String(), value: Type.String() });
+
+export const ClabeParams = Type.Object({ clabe: Digits(18, "The collection account's CLABE") });
+export const OrderParams = Type.Object({
+  id: Type.String({ format: "uuid", "x-message": "must be a UUID", description: "The transfer's id" }),
+});
+
+export const CollectionAccountsData = Type.Object({
+  collection_accounts: Type.Array(
+    Type.Object({
+      id: Type.String({ format: "uuid" }),
+      clabe: Type.String(),
+      client_id: Type.String({ format: "uuid" }),
+      bank: Type.Union([KeyValue, Type.Null()]),
+      status: KeyValue,
+      created_at: Type.String(),
+    }),
+  ),
+});
+
+export const OperationsQuery = Type.Object(
+  {
+    init_date: DateString("First operation date, YYYY-MM-DD (inclusive)"),
+    end_date: DateString(
+      `Last operation date, YYYY-MM-DD (inclusive); at most ${limits.transferListRangeDaysMax} days`,
+    ),
+    ...PageQuery,
+    cursor: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: limits.transferCursorLengthMax,
+        description: "next_cursor of the previous page; wins over page",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type OperationsQueryType = Static<typeof OperationsQuery>;
+
+/** Contract 2.8. */
+export const TransferOperationRecord = Type.Object({
+  id: Type.String(),
+  transfer_id: Type.String(),
+  fecha_operacion: Type.String({ description: "YYYY-MM-DD" }),
+  institucion_ordenante: Type.String(),
+  institucion_beneficiaria: Type.String(),
+  clave_rastreo: Type.String(),
+  monto: Type.Number(),
+  nombre_beneficiario: Type.String(),
+  tipo_cuenta_beneficiario: Type.String(),
+  cuenta_beneficiario: Type.String(),
+  rfc_curp_beneficiario: Type.String(),
+  concepto_pago: Type.String(),
+  referencia_numerica: Type.String(),
+  nombre_ordenante: Type.String(),
+  cuenta_ordenante: Type.String(),
+  rfc_curp_ordenante: Type.String(),
+  cambio_estado_detalle: Type.String(),
+  cambio_estado_causa_devolucion: Type.String(),
+  cambio_estado_estado: Type.String(),
+  email_beneficiario: Type.String(),
+  transfer_commission: Type.Number(),
+  commission_charged: Type.Number(),
+  iva_charged: Type.Number(),
+  ts_liquidacion: Type.String({ description: "ISO 8601 UTC" }),
+  created_at: Type.String({ description: "ISO 8601 UTC" }),
+});
+
+export const OperationsData = Type.Object({
+  client: Type.Object({
+    id: Type.String({ format: "uuid" }),
+    name: Type.String(),
+    alias: Type.String(),
+    clabe: Type.String(),
+    transfer_operations: Type.Object({
+      items: Type.Array(TransferOperationRecord),
+      page: Type.Integer(),
+      per_page: Type.Integer(),
+      pages: Type.Integer(),
+      total: Type.Integer(),
+      next_cursor: Type.Union([Type.String(), Type.Null()], {
+        description: "Pass as cursor for the next page; null on the last page",
+      }),
+    }),
+  }),
+});
+
+export const SpeiOrderData = Type.Object({
+  transfer: Type.Object({
+    id: Type.String({ format: "uuid" }),
+    card_id: Type.Union([Type.String(), Type.Null()]),
+    tracking_key: Type.String(),
+    operation_date: Type.String(),
+    reference_operation: Type.String({ format: "uuid" }),
+    amount: Type.Number(),
+    commission: Type.Number(),
+    commission_type: Type.Literal("FLAT"),
+    iva: Type.Number(),
+    total: Type.Number({ description: "amount + commission + iva: what the payer was charged" }),
+    status: Type.Union(
+      ["PENDIENTE", "ENVIADA", "LIQUIDADA", "DEVUELTA", "CANCELADA"].map((s) => Type.Literal(s)),
+    ),
+    status_detail: Nullable(Type.String()),
+    return_cause: Type.Union([Type.Object({ code: Type.String(), description: Type.String() }), Type.Null()]),
+    ts_liquidacion: Nullable(Type.String()),
+    returned_at: Nullable(Type.String()),
+    beneficiary: Type.Object({
+      account: Type.String(),
+      account_type: Type.String(),
+      institution: KeyValue,
+      name: Type.String(),
+      rfc_curp: Type.String(),
+      email: Type.String(),
+    }),
+    payment_concept: Type.String(),
+    numeric_reference: Type.String(),
+    created_at: Type.String(),
+    updated_at: Type.String(),
+  }),
+});
+
+export const AbonoResultData = Type.Object({
+  mensaje: Type.Union([Type.Literal("confirmar"), Type.Literal("devolver")]),
+  duplicate: Type.Optional(Type.Boolean({ description: "true when this abono had been received before" })),
+  transfer_operation: Type.Optional(TransferOperationRecord),
+  causa_devolucion: Type.Optional(
+    Type.String({ description: "Banxico return cause when mensaje is devolver" }),
+  ),
+  descripcion: Type.Optional(Type.String()),
+});
+
+// ---- the rail's payloads (STP-style field names, domain-mx §6) ----
+
+const Code = (description: string) =>
+  Type.Union(
+    [Type.String({ pattern: "^[0-9]{1,10}$", "x-message": "must be digits" }), Type.Integer({ minimum: 0 })],
+    {
+      description,
+    },
+  );
+const RailDate = Type.Union(
+  [
+    Type.String({ pattern: "^[0-9]{4}-?[0-9]{2}-?[0-9]{2}$", "x-message": "must be YYYY-MM-DD or YYYYMMDD" }),
+    Type.Integer({ minimum: 19000101, maximum: 99991231 }),
+  ],
+  { description: "Operation date: YYYY-MM-DD, YYYYMMDD or the integer yyyymmdd" },
+);
+const RailTimestamp = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" })], {
+  description: "Epoch milliseconds or ISO 8601",
+});
+const TrackingKey = Type.String({
+  pattern: `^[0-9A-Za-z]{1,${trackingKeyLengthMax}}$`,
+  "x-message": `must be 1-${trackingKeyLengthMax} letters and digits`,
+});
+
+/**
+ * An incoming transfer (abono). Unknown fields are accepted and ignored: a rail adding a field
+ * must not make Emisor bounce money.
+ */
+export const IncomingBody = Type.Object(
+  {
+    Id: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 0 })]),
+    ),
+    FechaOperacion: RailDate,
+    InstitucionOrdenante: Code("Banxico code of the sender"),
+    InstitucionBeneficiaria: Code("Banxico code of the receiver"),
+    ClaveRastreo: TrackingKey,
+    Monto: Pesos("Amount, MXN"),
+    NombreOrdenante: Text(1, limits.speiNameLengthMax),
+    TipoCuentaOrdenante: Code("40 CLABE, 3 card, 10 phone"),
+    CuentaOrdenante: DigitsBetween(10, 20),
+    RFCCurpOrdenante: Text(1, limits.speiRfcCurpLengthMax),
+    NombreBeneficiario: Text(1, limits.speiNameLengthMax),
+    TipoCuentaBeneficiario: Code("40 for a CLABE"),
+    CuentaBeneficiario: DigitsBetween(10, 20),
+    RFCCurpBeneficiario: Type.Optional(Text(0, limits.speiRfcCurpLengthMax)),
+    ConceptoPago: Text(1, limits.speiConceptLengthMax),
+    ReferenciaNumerica: Type.Union([
+      Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
+      Type.Integer({ minimum: 0, maximum: 9_999_999 }),
+    ]),
+    TsLiquidacion: Type.Optional(RailTimestamp),
+  },
+  { additionalProperties: true },
+);
+export type IncomingBodyType = Static<typeof IncomingBody>;
+
+export const OrderStateBody = Type.Object(
+  {
+    ClaveRastreo: TrackingKey,
+    FechaOperacion: RailDate,
+    Estado: Type.Union([
+      Type.Literal("LIQUIDACION"),
+      Type.Literal("DEVOLUCION"),
+      Type.Literal("CANCELACION"),
+    ]),
+    Detalle: Type.Optional(Type.String({ maxLength: limits.railDetailLengthMax })),
+    CausaDevolucion: Type.Optional(Digits(2, "Banxico return cause, with DEVOLUCION")),
+    TsLiquidacion: Type.Optional(RailTimestamp),
+  },
+  { additionalProperties: true },
+);
+export type OrderStateBodyType = Static<typeof OrderStateBody>;
+
+export const OrderStateData = Type.Object({
+  applied: Type.Boolean({ description: "false when the order was already in a final state" }),
+  ...SpeiOrderData.properties,
+});
+
+export function railDate(value: string | number, field: string): string {
+  const digits = String(value).replace(/-/g, "");
+  const date = `${digits.slice(0, 4)}-${digits.slice(4, 6)}-${digits.slice(6, 8)}`;
+  if (digits.length !== 8 || !isRealDate(date)) throw invalidField(field, "format", "must be a real date");
+  return date;
+}
+
+export function railTimestamp(value: string | number | undefined, field: string): Date | undefined {
+  if (value === undefined) return undefined;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) throw invalidField(field, "format", "must be a timestamp");
+  return date;
+}
+
+export function abonoOf(body: IncomingBodyType): Abono {
+  return {
+    transferId: body.Id === undefined ? undefined : String(body.Id),
+    fechaOperacion: railDate(body.FechaOperacion, "FechaOperacion"),
+    institucionOrdenante: String(body.InstitucionOrdenante),
+    institucionBeneficiaria: String(body.InstitucionBeneficiaria),
+    claveRastreo: body.ClaveRastreo,
+    // Any exact amount parses; one above the credit limit is returned with a cause, not a 400
+    // (a 400 would make the rail retry a transfer Emisor will never take).
+    montoCents: parsePesos(body.Monto, "Monto", { maxCents: BigInt(Number.MAX_SAFE_INTEGER) }),
+    nombreOrdenante: body.NombreOrdenante,
+    tipoCuentaOrdenante: String(body.TipoCuentaOrdenante),
+    cuentaOrdenante: body.CuentaOrdenante,
+    rfcCurpOrdenante: body.RFCCurpOrdenante,
+    nombreBeneficiario: body.NombreBeneficiario,
+    tipoCuentaBeneficiario: String(body.TipoCuentaBeneficiario),
+    cuentaBeneficiario: body.CuentaBeneficiario,
+    rfcCurpBeneficiario: body.RFCCurpBeneficiario,
+    conceptoPago: body.ConceptoPago,
+    referenciaNumerica: String(body.ReferenciaNumerica),
+    tsLiquidacion: railTimestamp(body.TsLiquidacion, "TsLiquidacion"),
+  };
+}
+
+// ---- sandbox ----
+
+export const SandboxIncomingBody = Type.Object(
+  {
+    clabe: Digits(18, "One of your collection CLABEs (or a sub-client's)"),
+    amount: Pesos("Amount, MXN"),
+    tracking_key: Type.Optional(TrackingKey),
+    operation_date: Type.Optional(DateString("Defaults to today (Mexico City)")),
+    payer_name: Type.Optional(Text(1, limits.speiNameLengthMax)),
+    payer_account: Type.Optional(DigitsBetween(10, 18)),
+    payer_institution: Type.Optional(
+      Type.String({ pattern: "^[0-9]{4,5}$", "x-message": "must be a Banxico code" }),
+    ),
+    payer_rfc_curp: Type.Optional(Text(2, limits.speiRfcCurpLengthMax)),
+    payment_concept: Type.Optional(Text(1, limits.speiConceptLengthMax)),
+    numeric_reference: Type.Optional(
+      Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type SandboxIncomingBodyType = Static<typeof SandboxIncomingBody>;
+
+export const SandboxReturnBody = Type.Object(
+  {
+    cause: Type.Optional(
+      Type.String({
+        pattern: `^(${Object.keys(returnCauses).join("|")})$`,
+        "x-message": `must be a Banxico return cause: ${Object.keys(returnCauses).join(", ")}`,
+        description: "Banxico return cause (default 01)",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type SandboxReturnBodyType = Static<typeof SandboxReturnBody>;

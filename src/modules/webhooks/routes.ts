@@ -1,0 +1,162 @@
+import type { FastifyInstance } from "fastify";
+import type { Static } from "typebox";
+import type { AppContext } from "../../context.ts";
+import { ok } from "../../http/envelope.ts";
+import { sendResult } from "../../http/idempotency.ts";
+import { bearerAuth, responses } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
+import {
+  CreatedWebhookData,
+  CreateWebhookBody,
+  DeletedWebhookData,
+  ListWebhooksQuery,
+  ReplayBody,
+  ReplayData,
+  RotatedSecretData,
+  TestEventData,
+  WebhookData,
+  WebhookListData,
+  WebhookParams,
+  WebhookStateData,
+} from "./schemas.ts";
+import * as service from "./service.ts";
+
+type ById = { Params: Static<typeof WebhookParams> };
+
+/** /v1/webhooks: register, list, inspect, delete, enable, rotate, test, and replay to endpoints. */
+export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const deps: service.WebhookDeps = { db: ctx.db, vaultKey: ctx.keys.vault, sandbox: ctx.config.sandbox };
+  const common = { tags: ["webhooks"], security: bearerAuth };
+
+  app.post<{ Body: Static<typeof CreateWebhookBody> }>(
+    "/v1/webhooks",
+    {
+      config: { idempotent: true },
+      schema: {
+        ...common,
+        summary: "Register a webhook endpoint",
+        description: "The response holds the signing secret; it is never shown again.",
+        body: CreateWebhookBody,
+        response: responses(CreatedWebhookData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(reply, await service.createWebhook(deps, request.caller, request.body, request.idempotency)),
+  );
+
+  app.get<{ Querystring: Static<typeof ListWebhooksQuery> }>(
+    "/v1/webhooks",
+    {
+      schema: {
+        ...common,
+        summary: "List your webhook endpoints and your sub-clients'",
+        querystring: ListWebhooksQuery,
+        response: responses(WebhookListData),
+      },
+    },
+    async (request) =>
+      ok(
+        await service.listWebhooks(ctx.db, request.caller, {
+          client_id: request.query.client_id,
+          page: request.query.page ?? 1,
+          per_page: request.query.per_page ?? limits.pageSizeDefault,
+        }),
+      ),
+  );
+
+  app.get<ById>(
+    "/v1/webhooks/:id",
+    {
+      schema: {
+        ...common,
+        summary: "A webhook endpoint's state and its latest deliveries",
+        params: WebhookParams,
+        response: responses(WebhookStateData),
+      },
+    },
+    async (request) => ok(await service.getWebhook(ctx.db, request.caller, request.params.id)),
+  );
+
+  app.delete<ById>(
+    "/v1/webhooks/:id",
+    {
+      schema: {
+        ...common,
+        summary: "Delete a webhook endpoint",
+        params: WebhookParams,
+        response: responses(DeletedWebhookData),
+      },
+    },
+    async (request) => ok(await service.deleteWebhook(ctx.db, request.caller, request.params.id)),
+  );
+
+  app.post<ById>(
+    "/v1/webhooks/:id/enable",
+    {
+      schema: {
+        ...common,
+        summary: "Enable a disabled webhook endpoint",
+        params: WebhookParams,
+        response: responses(WebhookData),
+      },
+    },
+    async (request) => ok(await service.enableWebhook(ctx.db, request.caller, request.params.id)),
+  );
+
+  app.post<ById>(
+    "/v1/webhooks/:id/rotate_secret",
+    {
+      schema: {
+        ...common,
+        summary: "Replace the signing secret",
+        description: `The new secret is shown once; the old one also signs for ${limits.webhookSecretRotationGraceHours} hours.`,
+        params: WebhookParams,
+        response: responses(RotatedSecretData),
+      },
+    },
+    async (request) => ok(await service.rotateWebhookSecret(deps, request.caller, request.params.id)),
+  );
+
+  app.post<ById>(
+    "/v1/webhooks/:id/test",
+    {
+      config: { idempotent: true },
+      schema: {
+        ...common,
+        summary: "Send a webhook.test event to this endpoint",
+        params: WebhookParams,
+        response: responses(TestEventData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await service.sendTestEvent(ctx.db, request.caller, request.params.id, request.idempotency),
+      ),
+  );
+
+  app.post<ById & { Body: Static<typeof ReplayBody> }>(
+    "/v1/webhooks/:id/replay",
+    {
+      config: { idempotent: true },
+      schema: {
+        ...common,
+        summary: "Send an event to this endpoint again, with its original webhook-id",
+        params: WebhookParams,
+        body: ReplayBody,
+        response: responses(ReplayData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await service.replayEvent(
+          ctx.db,
+          request.caller,
+          request.params.id,
+          request.body.event_id,
+          request.idempotency,
+        ),
+      ),
+  );
+}

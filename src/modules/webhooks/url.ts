@@ -1,0 +1,69 @@
+import { BlockList, isIP } from "node:net";
+import { invalidField } from "../../errors.ts";
+
+/**
+ * Where Emisor may send webhooks. Outside sandbox: https only, and never to a loopback, private,
+ * link-local or unspecified address named literally (a receiver must be reachable from the
+ * internet, and Emisor must not be turned against its own network). In sandbox mode also
+ * http://localhost and http://127.0.0.1 on any port, so a developer can receive on a laptop.
+ * A DNS name that resolves to a private address is not checked here (see README).
+ */
+const localAddresses = new BlockList();
+for (const [network, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.168.0.0", 16],
+] as const) {
+  localAddresses.addSubnet(network, prefix, "ipv4");
+}
+for (const [network, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["fc00::", 7],
+  ["fe80::", 10],
+] as const) {
+  localAddresses.addSubnet(network, prefix, "ipv6");
+}
+
+const sandboxHttpHosts = new Set(["localhost", "127.0.0.1"]);
+
+function isLocalHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (host === "localhost" || host.endsWith(".localhost")) return true;
+  const family = isIP(host);
+  if (family === 4) return localAddresses.check(host, "ipv4");
+  if (family === 6) {
+    // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is the IPv4 address it maps.
+    const mapped = /^::ffff:([0-9.]+)$/.exec(host)?.[1];
+    if (mapped) return localAddresses.check(mapped, "ipv4");
+    if (/^::ffff:/.test(host)) return true;
+    return localAddresses.check(host, "ipv6");
+  }
+  return false;
+}
+
+/** The URL as Emisor will call it (normalised), or a 1000 naming the rule it breaks. */
+export function checkWebhookUrl(raw: string, sandbox: boolean): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalidField("url", "x-url", "must be an absolute URL");
+  }
+  if (url.username || url.password) throw invalidField("url", "x-url", "must not contain credentials");
+  if (sandbox && url.protocol === "http:" && sandboxHttpHosts.has(url.hostname)) return url.href;
+  if (url.protocol !== "https:") {
+    throw invalidField(
+      "url",
+      "x-url",
+      sandbox ? "must be https (or http://localhost or http://127.0.0.1 in sandbox)" : "must be https",
+    );
+  }
+  if (!sandbox && isLocalHost(url.hostname))
+    throw invalidField("url", "x-url", "must not point to a local or private address");
+  return url.href;
+}

@@ -1,0 +1,243 @@
+import { open } from "../../crypto/vault.ts";
+import type { Db } from "../../db/database.ts";
+import { limits } from "../../limits.ts";
+import { presentEvent } from "../events/service.ts";
+import * as repo from "./repository.ts";
+import { secretContext, signedHeaders } from "./signature.ts";
+
+/**
+ * The delivery worker: runs in the service process (main.ts starts it when EMISOR_WORKERS is
+ * true) and is safe to run in many processes on one database. It claims due deliveries with
+ * FOR UPDATE SKIP LOCKED under a lease, POSTs each signed event with a timeout, and records the
+ * outcome: delivered, retried with exponential backoff, or failed after the last attempt, which
+ * disables an endpoint that has not succeeded since that delivery was created.
+ *
+ * Delivery is at least once: a worker that dies between sending and recording leaves the lease
+ * to expire and another worker sends again, with the same webhook-id (the event's id).
+ */
+export interface DeliveryTiming {
+  pollIntervalMs: number;
+  backoffBaseMs: number;
+  timeoutMs: number;
+  attemptsMax: number;
+  /** How long a claimed delivery is hidden from other workers; must exceed timeoutMs. */
+  leaseMs: number;
+  /** Deliveries this worker sends at the same time. */
+  concurrency: number;
+}
+
+export function defaultDeliveryTiming(): DeliveryTiming {
+  return {
+    pollIntervalMs: limits.webhookPollIntervalMs,
+    backoffBaseMs: limits.webhookBackoffBaseMs,
+    timeoutMs: limits.webhookTimeoutMs,
+    attemptsMax: limits.webhookAttemptsMax,
+    leaseMs: limits.webhookTimeoutMs + limits.webhookLeaseMarginMs,
+    concurrency: limits.webhookConcurrencyMax,
+  };
+}
+
+export interface WorkerLogger {
+  warn(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+type Outcome =
+  | { kind: "delivered"; statusCode: number }
+  | { kind: "failed"; statusCode: number | null; error: string }
+  | { kind: "stopped" };
+
+export class WebhookWorker {
+  readonly #db: Db;
+  readonly #vaultKey: Buffer;
+  readonly #timing: DeliveryTiming;
+  readonly #log: WorkerLogger;
+  readonly #stop = new AbortController();
+  readonly #inFlight = new Set<Promise<void>>();
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(options: { db: Db; vaultKey: Buffer; log: WorkerLogger; timing?: Partial<DeliveryTiming> }) {
+    this.#db = options.db;
+    this.#vaultKey = options.vaultKey;
+    this.#log = options.log;
+    this.#timing = { ...defaultDeliveryTiming(), ...options.timing };
+  }
+
+  start(): this {
+    this.#loop ??= this.#run();
+    return this;
+  }
+
+  /** Stops claiming, aborts attempts in flight and gives them back, and waits for all of it. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    this.#wake?.();
+    await this.#loop;
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stop.signal.aborted) {
+      const free = this.#timing.concurrency - this.#inFlight.size;
+      let claimed: repo.ClaimedDelivery[] = [];
+      if (free > 0) {
+        try {
+          claimed = await repo.claimDueDeliveries(this.#db, free, this.#timing.leaseMs);
+        } catch (error) {
+          this.#log.warn({ err: error }, "webhook worker could not claim deliveries");
+        }
+      }
+      for (const delivery of claimed) this.#track(this.#deliver(delivery));
+      // Claim again at once only when a full batch came back and there is room for more.
+      if (claimed.length === 0 || claimed.length < free || this.#inFlight.size >= this.#timing.concurrency)
+        await this.#sleep();
+    }
+  }
+
+  /** Waits for the poll interval, a finished delivery (a free slot) or stop(). */
+  #sleep(): Promise<void> {
+    if (this.#stop.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, this.#timing.pollIntervalMs);
+      this.#wake = done;
+    });
+  }
+
+  #track(work: Promise<void>): void {
+    this.#inFlight.add(work);
+    void work.finally(() => {
+      this.#inFlight.delete(work);
+      if (this.#inFlight.size === this.#timing.concurrency - 1) this.#wake?.();
+    });
+  }
+
+  async #deliver(delivery: repo.ClaimedDelivery): Promise<void> {
+    const outcome = await this.#send(delivery);
+    try {
+      if (outcome.kind === "stopped") await repo.releaseClaim(this.#db, delivery);
+      else await recordOutcome(this.#db, delivery, outcome, this.#timing);
+    } catch (error) {
+      // The lease runs out and the delivery is tried again: at least once, never lost.
+      this.#log.error({ err: error, delivery_id: delivery.id }, "webhook worker could not record an attempt");
+    }
+  }
+
+  async #send(delivery: repo.ClaimedDelivery): Promise<Outcome> {
+    let headers: Record<string, string>;
+    const body = JSON.stringify(
+      presentEvent({
+        id: delivery.event_id,
+        type: delivery.event_type,
+        client_id: delivery.event_client_id,
+        data: delivery.event_data,
+        created_at: delivery.event_created_at,
+      }),
+    );
+    try {
+      headers = signedHeaders(
+        this.#secretsOf(delivery),
+        delivery.event_id,
+        Math.floor(Date.now() / 1000),
+        body,
+      );
+    } catch (error) {
+      this.#log.error(
+        { err: error, endpoint_id: delivery.endpoint_id },
+        "webhook signing secret unavailable",
+      );
+      return {
+        kind: "failed",
+        statusCode: null,
+        error: "internal error: the signing secret could not be read",
+      };
+    }
+    const timeout = AbortSignal.timeout(this.#timing.timeoutMs);
+    try {
+      const response = await fetch(delivery.url, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json", "user-agent": "Emisor-Webhooks/1" },
+        body,
+        redirect: "manual",
+        signal: AbortSignal.any([timeout, this.#stop.signal]),
+      });
+      // Only the status counts; the body is discarded unread (it is the receiver's, not ours to keep).
+      await response.body?.cancel().catch(() => {});
+      if (response.status >= 200 && response.status < 300)
+        return { kind: "delivered", statusCode: response.status };
+      const redirect = response.status >= 300 && response.status < 400 ? " (redirects are not followed)" : "";
+      return { kind: "failed", statusCode: response.status, error: `HTTP ${response.status}${redirect}` };
+    } catch (error) {
+      if (this.#stop.signal.aborted) return { kind: "stopped" };
+      if (timeout.aborted)
+        return { kind: "failed", statusCode: null, error: `timed out after ${this.#timing.timeoutMs} ms` };
+      return { kind: "failed", statusCode: null, error: connectionError(error) };
+    }
+  }
+
+  #secretsOf(delivery: repo.ClaimedDelivery): string[] {
+    const context = secretContext(delivery.endpoint_id);
+    const secrets = [open(this.#vaultKey, delivery.secret_sealed, context)];
+    const previousValid =
+      delivery.previous_secret_sealed !== null &&
+      delivery.previous_secret_expires_at !== null &&
+      delivery.previous_secret_expires_at.getTime() > Date.now();
+    if (previousValid && delivery.previous_secret_sealed)
+      secrets.push(open(this.#vaultKey, delivery.previous_secret_sealed, context));
+    return secrets;
+  }
+}
+
+function connectionError(error: unknown): string {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  const code = typeof cause?.code === "string" ? cause.code : undefined;
+  const detail = code ?? (typeof cause?.message === "string" ? cause.message : "network error");
+  return `connection failed: ${detail}`.slice(0, limits.webhookErrorLengthMax);
+}
+
+/** base * 2^(attempt-1), plus up to 10% so that retries after an outage do not arrive together. */
+export function backoffMs(timing: DeliveryTiming, attempt: number): number {
+  const delay = timing.backoffBaseMs * 2 ** (attempt - 1);
+  return Math.round(delay + Math.random() * delay * 0.1);
+}
+
+/** Records one attempt's outcome and what it means for its endpoint, in one transaction. */
+async function recordOutcome(
+  db: Db,
+  delivery: repo.ClaimedDelivery,
+  outcome: Exclude<Outcome, { kind: "stopped" }>,
+  timing: DeliveryTiming,
+): Promise<void> {
+  await db.transaction().execute(async (tx) => {
+    if (outcome.kind === "delivered") {
+      await repo.markDelivered(tx, delivery.id, outcome.statusCode);
+      await repo.noteEndpointSuccess(tx, delivery.endpoint_id);
+      return;
+    }
+    const last = delivery.attempts >= timing.attemptsMax;
+    const recorded = await repo.recordFailedAttempt(tx, delivery, {
+      statusCode: outcome.statusCode,
+      error: outcome.error,
+      retryInMs: last ? null : backoffMs(timing, delivery.attempts),
+    });
+    if (!recorded) return;
+    const endpoint = await repo.noteEndpointFailure(tx, delivery.endpoint_id, outcome.error);
+    // Disabled only when the endpoint failed for a delivery's whole retry period, with no success
+    // in between: one event a receiver rejects does not disable an endpoint that otherwise works.
+    const failingThroughout =
+      endpoint?.status === "ENABLED" &&
+      (endpoint.last_success_at === null || endpoint.last_success_at < delivery.created_at);
+    if (last && failingThroughout) {
+      const reason =
+        `All ${delivery.attempts} attempts to deliver event ${delivery.event_id} since ` +
+        `${delivery.created_at.toISOString()} failed, with no successful delivery in between; ` +
+        `last error: ${outcome.error}`;
+      await repo.disableEndpoint(tx, delivery.endpoint_id, reason);
+    }
+  });
+}

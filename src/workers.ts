@@ -1,0 +1,64 @@
+import type { AppContext } from "./context.ts";
+import { limits } from "./limits.ts";
+import { processPendingTopups } from "./modules/airtime/worker.ts";
+import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";
+
+/**
+ * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher and the airtime
+ * recovery. Each is a loop of passes; a pass that found a full batch runs again at once, an idle
+ * one waits `railPollIntervalMs`. Every pass claims its work with FOR UPDATE SKIP LOCKED, so any
+ * number of processes can run them on one database. stop() waits for the pass in flight.
+ */
+export interface Workers {
+  stop(): Promise<void>;
+}
+
+export interface WorkerLog {
+  warn(detail: Record<string, unknown>, message: string): void;
+  error(detail: Record<string, unknown>, message: string): void;
+}
+
+export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
+  const warn = (message: string, detail: Record<string, unknown>) => log.warn(detail, message);
+  const loops = [
+    loop("spei-dispatch", () => dispatchSpeiOrders({ db: ctx.db, rail: ctx.rails.spei, warn }), log),
+    loop(
+      "airtime-recovery",
+      () => processPendingTopups({ db: ctx.db, provider: ctx.rails.airtime, warn }),
+      log,
+    ),
+  ];
+  return {
+    stop: async () => {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+  };
+}
+
+function loop(name: string, pass: () => Promise<number>, log: WorkerLog): Workers {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  const tick = async () => {
+    let busy = false;
+    try {
+      busy = (await pass()) >= limits.railBatchSize;
+    } catch (error) {
+      log.error({ err: error, worker: name }, "worker pass failed");
+    }
+    if (!stopped) timer = setTimeout(run, busy ? 0 : limits.railPollIntervalMs);
+  };
+  const run = () => {
+    running = tick();
+  };
+  // The first pass waits for the next turn of the event loop: starting never does database work
+  // synchronously, so the caller (main.ts) finishes its start-up (signal handlers) first.
+  timer = setTimeout(run, 0);
+  return {
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
