@@ -1,0 +1,345 @@
+// Proves airtime top-up (4.9) paid from the main balance: the catalog in the Product shape, every
+// field rule, the debit committed before the provider is called, a provider failure reversing
+// it, an unanswered call finished by the worker, Idempotency-Key, events, and tenancy.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, beforeEach, test } from "node:test";
+import { encryptFor } from "../src/crypto/rsa.ts";
+import { systemAccounts } from "../src/ledger/accounts.ts";
+import { balanceOf } from "../src/ledger/ledger.ts";
+import { processPendingTopups } from "../src/modules/airtime/worker.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { cardsFor, panOf } from "./helpers/cards.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { airtimeSimulator, assertLedgerBalanced, eventsOf, expireRailLeases } from "./helpers/rails.ts";
+
+let t: TestApp;
+let tenant: Tenant;
+before(async () => {
+  t = await startTestApp({ airtimeSimDelayMs: 0 });
+  tenant = await createTenant(t, { available: 1000 });
+});
+after(() => t.close());
+beforeEach(() => {
+  airtimeSimulator(t).decide = undefined;
+});
+
+const telcel100 = "a1700000-0000-4000-8000-000000000100";
+
+interface Product {
+  id: string;
+  name: string;
+  type: { key: string; value: string };
+  [field: string]: unknown;
+}
+interface TopupData {
+  products: { total: number; detail: Product[] };
+  topup: {
+    id: string;
+    status: "PENDING" | "COMPLETED" | "FAILED";
+    product_id: string;
+    phone_number: string;
+    amount: number;
+    provider_reference: string | null;
+    external_id: string | null;
+    failure_reason: string | null;
+    created_at: string;
+    completed_at: string | null;
+  };
+}
+
+const body = (patch: Record<string, unknown> = {}) => ({
+  product_id: telcel100,
+  phone_number: "5512345678",
+  email: "cliente@example.com",
+  ...patch,
+});
+const topup = (who: Tenant, payload: unknown, key?: string) =>
+  call<TopupData>(t.app, "POST", "/v1/airtime/topup", {
+    token: who.token,
+    body: payload,
+    ...(key ? { headers: { "idempotency-key": key } } : {}),
+  });
+const stored = (id: string) =>
+  t.ctx.db.selectFrom("airtime_topups").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
+
+test("the catalog: global airtime products in the contract's Product shape, type AIRTIME", async () => {
+  const data = expectOk(
+    await call<{ products: { total: number; detail: Product[] } }>(t.app, "GET", "/v1/airtime/products", {
+      token: tenant.token,
+    }),
+  );
+  assert.equal(data.products.total, data.products.detail.length);
+  const names = data.products.detail.map((p) => p.name);
+  for (const name of ["Telcel $50", "Telcel $100", "Telcel $200", "Movistar $100", "AT&T $100"]) {
+    assert.ok(names.includes(name), name);
+  }
+  const product = data.products.detail.find((p) => p.id === telcel100);
+  assert.deepEqual(product, {
+    id: telcel100,
+    name: "Telcel $100",
+    description: "Tiempo aire Telcel 100 MXN",
+    country: { code: "484", description: "México" },
+    coin: { code: "484", description: "Peso mexicano" },
+    type: { key: "AIRTIME", value: "Tiempo aire" },
+    status: { key: "ACTIVE", value: "Activo" },
+    affinity_group: "TELCEL",
+    stock_cards: 0,
+    allow_blank_curp: true,
+    allow_blank_rfc: true,
+  });
+});
+
+test("main balance pays: debit to AIRTIME_PAYABLE, provider called after, COMPLETED with its reference", async () => {
+  const payer = await createTenant(t, { available: 500 });
+  const payable = await balanceOf(t.ctx.db, systemAccounts.airtimePayable);
+  const data = expectOk(await topup(payer, body({ external_id: "ORD-1", additional_data: "nota" })));
+  assert.equal(data.products.total, 1);
+  assert.equal(data.products.detail[0]?.id, telcel100);
+  assert.deepEqual(Object.keys(data.topup).sort(), [
+    "amount",
+    "completed_at",
+    "created_at",
+    "external_id",
+    "failure_reason",
+    "id",
+    "phone_number",
+    "product_id",
+    "provider_reference",
+    "status",
+  ]);
+  assert.equal(data.topup.status, "COMPLETED");
+  assert.equal(data.topup.amount, 100);
+  assert.equal(data.topup.phone_number, "5512345678");
+  assert.equal(data.topup.external_id, "ORD-1");
+  assert.match(data.topup.provider_reference ?? "", /^AT/);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 40000n);
+  assert.equal(await balanceOf(t.ctx.db, systemAccounts.airtimePayable), payable + 10000n);
+  const row = await stored(data.topup.id);
+  assert.equal(row.additional_data, "nota");
+  assert.equal(row.payer_account_id, payer.clientId);
+  assert.deepEqual((await eventsOf(t, payer.clientId, "airtime.completed")).at(-1), data.topup);
+  // The provider saw this top-up by its id (its deduplication key) with the product's SKU.
+  const request = airtimeSimulator(t).requests.find((r) => r.id === data.topup.id);
+  assert.deepEqual(request, {
+    id: data.topup.id,
+    sku: "TELCEL_100",
+    carrier: "TELCEL",
+    phoneNumber: "5512345678",
+    amountCents: 10000n,
+  });
+  // A SKU names a product too; the contract's misspelling additional_date is accepted.
+  const bySku = expectOk(await topup(payer, body({ product_id: "telcel_50", additional_date: "otra" })));
+  assert.equal(bySku.topup.amount, 50);
+  assert.equal((await stored(bySku.topup.id)).additional_data, "otra");
+  await assertLedgerBalanced(t);
+});
+
+test("every field rule: phone 10 digits, email, external_id string or number of 1-128, additional_data 1-2048", async () => {
+  const invalid = async (patch: Record<string, unknown>, field: string, drop?: string) => {
+    const payload: Record<string, unknown> = body(patch);
+    if (drop) delete payload[drop];
+    const response = expectError(await topup(tenant, payload), 1000, 400);
+    const details = (response.body.data as { details: Array<{ field: string }> }).details;
+    assert.ok(
+      details.some((d) => d.field === field),
+      `${JSON.stringify(patch)}: ${JSON.stringify(details)}`,
+    );
+  };
+  const before = await balanceOf(t.ctx.db, tenant.clientId);
+  await invalid({ phone_number: "551234567" }, "phone_number");
+  await invalid({ phone_number: "55123456789" }, "phone_number");
+  await invalid({ phone_number: "55-1234567" }, "phone_number");
+  await invalid({}, "phone_number", "phone_number");
+  await invalid({ email: "no-at-sign" }, "email");
+  await invalid({}, "email", "email");
+  await invalid({ product_id: "" }, "product_id");
+  await invalid({ product_id: "x".repeat(41) }, "product_id");
+  await invalid({}, "product_id", "product_id");
+  await invalid({ external_id: "" }, "external_id");
+  await invalid({ external_id: "x".repeat(129) }, "external_id");
+  await invalid({ external_id: true }, "external_id");
+  await invalid({ additional_data: "" }, "additional_data");
+  await invalid({ additional_data: "x".repeat(2049) }, "additional_data");
+  await invalid({ additional_date: "x".repeat(2049) }, "additional_date");
+  await invalid({ additional_data: "a", additional_date: "b" }, "additional_date");
+  await invalid({ amount: 10 }, "amount");
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), before);
+  const edge = expectOk(
+    await topup(
+      tenant,
+      body({ external_id: "x".repeat(128), additional_data: "y".repeat(2048), product_id: "TELCEL_50" }),
+    ),
+  );
+  assert.equal(edge.topup.external_id, "x".repeat(128));
+  const numeric = expectOk(await topup(tenant, body({ external_id: 12345.5, product_id: "TELCEL_50" })));
+  assert.equal(numeric.topup.external_id, "12345.5");
+  expectError(await topup(tenant, body({ product_id: "TELCEL_999" })), 3601, 404);
+  expectError(await topup(tenant, body({ product_id: randomUUID() })), 3601, 404);
+});
+
+test("with id, an ACTIVE card of the caller's subtree pays (UUID or ciphered number); others are refused", async () => {
+  const owner = await createTenant(t, { available: 500 });
+  const [card, inactive] = await cardsFor(t, owner, 2);
+  assert.ok(card && inactive);
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/activate", {
+      token: owner.token,
+      body: { card_number: card.id, latitude: 19.4, longitude: -99.1 },
+    }),
+  );
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: owner.token,
+      body: {
+        card_number: card.id,
+        amount: 150,
+        payment_description: "fondeo",
+        latitude: 19.4,
+        longitude: -99.1,
+      },
+    }),
+  );
+  const mainBefore = await balanceOf(t.ctx.db, owner.clientId);
+  const paid = expectOk(await topup(owner, body({ id: card.id })));
+  assert.equal(paid.topup.status, "COMPLETED");
+  assert.equal(await balanceOf(t.ctx.db, card.id), 5_000n);
+  assert.equal(await balanceOf(t.ctx.db, owner.clientId), mainBefore);
+  const cipher = encryptFor(t.ctx.systemKey.publicKeyPem, await panOf(t, card.id));
+  expectError(await topup(owner, body({ id: cipher })), 5601, 422); // 50.00 left, 100.00 asked
+  expectOk(await topup(owner, body({ id: cipher, product_id: "TELCEL_50" })));
+  assert.equal(await balanceOf(t.ctx.db, card.id), 0n);
+  expectError(await topup(owner, body({ id: inactive.id })), 5307, 422);
+  expectError(await topup(tenant, body({ id: card.id })), 3302, 404);
+  expectError(await topup(owner, body({ id: randomUUID() })), 3302, 404);
+  expectError(await topup(owner, body({ id: "4111111111111111" })), 1301, 400);
+  await assertLedgerBalanced(t);
+});
+
+test("a provider failure on a card payment gives the card its money back", async () => {
+  const owner = await createTenant(t, { available: 200 });
+  const [card] = await cardsFor(t, owner, 1, { activate: true });
+  assert.ok(card);
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: owner.token,
+      body: {
+        card_number: card.id,
+        amount: 100,
+        payment_description: "fondeo",
+        latitude: 19.4,
+        longitude: -99.1,
+      },
+    }),
+  );
+  airtimeSimulator(t).decide = () => ({ status: "FAILED", reason: "TELCEL no disponible", retryable: true });
+  try {
+    expectError(await topup(owner, body({ id: card.id })), 6601, 502);
+  } finally {
+    airtimeSimulator(t).decide = undefined;
+  }
+  assert.equal(await balanceOf(t.ctx.db, card.id), 10_000n);
+  await assertLedgerBalanced(t);
+});
+
+test("insufficient main balance: 5601 and nothing changes", async () => {
+  const poor = await createTenant(t, { available: 99.99 });
+  expectError(await topup(poor, body()), 5601, 422);
+  assert.equal(await balanceOf(t.ctx.db, poor.clientId), 9999n);
+  const count = await t.ctx.db
+    .selectFrom("airtime_topups")
+    .select((eb) => eb.fn.countAll<string>().as("n"))
+    .where("client_id", "=", poor.clientId)
+    .executeTakeFirstOrThrow();
+  assert.equal(Number(count.n), 0);
+});
+
+test("a provider failure reverses the debit (6601, retryable) and a retry with the same key is evaluated again", async () => {
+  const payer = await createTenant(t, { available: 300 });
+  airtimeSimulator(t).decide = () => ({ status: "FAILED", reason: "TELCEL no disponible", retryable: true });
+  const failed = expectError(await topup(payer, body(), "air-fail-1"), 6601, 502);
+  assert.match(failed.body.message, /TELCEL no disponible/);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 30000n);
+  const [event] = await eventsOf(t, payer.clientId, "airtime.failed");
+  assert.equal(event?.status, "FAILED");
+  const row = await stored(String(event?.id));
+  assert.equal(row.status, "FAILED");
+  assert.ok(row.reversal_entry_id);
+  airtimeSimulator(t).decide = undefined;
+  const retried = expectOk(await topup(payer, body(), "air-fail-1"));
+  assert.equal(retried.topup.status, "COMPLETED");
+  assert.notEqual(retried.topup.id, event?.id);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 20000n);
+  await assertLedgerBalanced(t);
+});
+
+test("a number the carrier refuses is 5604 and refunded", async () => {
+  const payer = await createTenant(t, { available: 100 });
+  expectError(await topup(payer, body({ phone_number: "0512345678" })), 5604, 422);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  await assertLedgerBalanced(t);
+});
+
+test("an unanswered provider call leaves the top-up PENDING and paid; the worker finishes it once", async () => {
+  const sim = airtimeSimulator(t);
+  const payer = await createTenant(t, { available: 200 });
+  sim.decide = () => "UNAVAILABLE";
+  const pending = expectOk(await topup(payer, body(), "air-pending"));
+  assert.equal(pending.topup.status, "PENDING");
+  assert.equal(pending.topup.provider_reference, null);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  const deps = { db: t.ctx.db, provider: t.ctx.rails.airtime };
+  // The request leased its job past its own call: a worker does not race it.
+  assert.equal(await processPendingTopups(deps), 0);
+  // The process "died" (or the provider stayed silent); after the lease the worker asks again.
+  await expireRailLeases(t);
+  assert.equal(await processPendingTopups(deps), 1);
+  assert.equal((await stored(pending.topup.id)).status, "PENDING");
+  sim.decide = undefined;
+  await expireRailLeases(t);
+  await processPendingTopups(deps);
+  const done = expectOk(
+    await call<TopupData>(t.app, "GET", `/v1/airtime/topups/${pending.topup.id}`, { token: payer.token }),
+  );
+  assert.equal(done.topup.status, "COMPLETED");
+  assert.ok(done.topup.provider_reference);
+  // The stored response follows the final outcome: a replay tells COMPLETED, and charges nothing.
+  const replay = await topup(payer, body(), "air-pending");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.deepEqual(replay.body.data, done);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  assert.equal(sim.requests.filter((r) => r.id === pending.topup.id).length, 3);
+  assert.equal((await eventsOf(t, payer.clientId, "airtime.completed")).length, 1);
+  await expireRailLeases(t);
+  assert.equal(await processPendingTopups(deps), 0);
+  await assertLedgerBalanced(t);
+});
+
+test("Idempotency-Key: the same request twice (and concurrently) charges once and answers alike", async () => {
+  const payer = await createTenant(t, { available: 1000 });
+  const first = await topup(payer, body(), "air-idem");
+  const again = await topup(payer, body(), "air-idem");
+  assert.equal(again.headers["idempotent-replayed"], "true");
+  assert.deepEqual(again.body, first.body);
+  expectError(await topup(payer, body({ phone_number: "5599999999" }), "air-idem"), 4001, 409);
+  const racing = await Promise.all(Array.from({ length: 5 }, () => topup(payer, body(), "air-race")));
+  assert.equal(new Set(racing.map((r) => expectOk(r).topup.id)).size, 1);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 80000n);
+  assert.equal(airtimeSimulator(t).requests.filter((r) => r.id === expectOk(first).topup.id).length, 1);
+});
+
+test("tenancy: another tenant's top-up is 404", async () => {
+  const data = expectOk(await topup(tenant, body({ product_id: "BAIT_50" })));
+  const stranger = await createTenant(t);
+  expectError(
+    await call(t.app, "GET", `/v1/airtime/topups/${data.topup.id}`, { token: stranger.token }),
+    3602,
+    404,
+  );
+  expectError(
+    await call(t.app, "GET", `/v1/airtime/topups/${randomUUID()}`, { token: tenant.token }),
+    3602,
+    404,
+  );
+  expectOk(await call(t.app, "GET", `/v1/airtime/topups/${data.topup.id}`, { token: tenant.token }));
+});

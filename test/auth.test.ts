@@ -1,0 +1,174 @@
+// Proves login, token expiry/forgery/revocation, disabled keys, login rate limits, and that every
+// protected route refuses a missing or bad token.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, test } from "node:test";
+import { limits } from "../src/limits.ts";
+import { signToken } from "../src/modules/auth/tokens.ts";
+import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+
+let t: TestApp;
+let tenant: Tenant;
+before(async () => {
+  t = await startTestApp();
+  tenant = await createTenant(t, { available: 1234.5 });
+});
+after(() => t.close());
+
+function loginBody(apiKey: string, password: string) {
+  return { api_client: { api_key: apiKey, password } };
+}
+
+test("login returns the token in the Authorization header and in data", async () => {
+  const response = await call<{
+    token: string;
+    token_type: string;
+    expires_in: number;
+    client: Record<string, unknown>;
+  }>(t.app, "POST", "/v1/auth/login", { body: loginBody(tenant.apiKey, tenant.password) });
+  const data = expectOk(response);
+  assert.equal(response.headers.authorization, `Bearer ${data.token}`);
+  assert.equal(data.token_type, "Bearer");
+  assert.equal(data.expires_in, 3600);
+  assert.equal(data.client.token, data.token);
+  assert.equal(data.client.id, tenant.clientId);
+  assert.equal(data.client.available, 1234.5);
+  assert.equal(data.client.status, "ACTIVE");
+  assert.ok(!JSON.stringify(response.body).includes(tenant.password));
+  // The token works.
+  expectOk(await call(t.app, "GET", "/v1/catalogs/state", { token: data.token }));
+});
+
+test("unknown key and wrong password give the same answer", async () => {
+  const wrong = await call(t.app, "POST", "/v1/auth/login", {
+    body: loginBody(tenant.apiKey, "not-the-password"),
+  });
+  const unknown = await call(t.app, "POST", "/v1/auth/login", {
+    body: loginBody("ek_doesnotexist", tenant.password),
+  });
+  expectError(wrong, 2005, 401);
+  expectError(unknown, 2005, 401);
+  assert.deepEqual(wrong.body, unknown.body);
+});
+
+test("a missing, malformed, forged or expired token is 401 with its own code", async () => {
+  expectError(await call(t.app, "GET", "/v1/catalogs/state"), 2001, 401);
+  const malformed = { authorization: "Token abc" };
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { headers: malformed }), 2002, 401);
+  const [payload = ""] = tenant.token.split(".");
+  const forged = `${payload}.${"A".repeat(43)}`;
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: forged }), 2002, 401);
+  const otherKey = Buffer.alloc(32, 7);
+  const now = Math.floor(Date.now() / 1000);
+  const foreign = signToken(otherKey, {
+    kid: tenant.apiKeyId,
+    cid: tenant.clientId,
+    iat: now,
+    exp: now + 60,
+  });
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: foreign.token }), 2002, 401);
+  const expired = signToken(t.ctx.keys.token, {
+    kid: tenant.apiKeyId,
+    cid: tenant.clientId,
+    iat: now - 7200,
+    exp: now - 1,
+  });
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: expired.token }), 2003, 401);
+});
+
+test("a token expires after EMISOR_TOKEN_TTL_SECONDS", async () => {
+  const short = await startTestApp({ tokenTtlSeconds: 2 });
+  try {
+    const owner = await createTenant(short);
+    expectOk(await call(short.app, "GET", "/v1/catalogs/gender", { token: owner.token }));
+    await new Promise((resolve) => setTimeout(resolve, 3100));
+    expectError(await call(short.app, "GET", "/v1/catalogs/gender", { token: owner.token }), 2003, 401);
+  } finally {
+    await short.close();
+  }
+});
+
+test("logout revokes the token; a new login works", async () => {
+  const token = await login(t.app, tenant.apiKey, tenant.password);
+  expectOk(await call(t.app, "POST", "/v1/auth/logout", { token }));
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { token }), 2004, 401);
+  expectOk(await call(t.app, "GET", "/v1/catalogs/state", { token: tenant.token }));
+});
+
+test("a disabled API key stops working and cannot log in", async () => {
+  const victim = await createTenant(t);
+  await t.ctx.db
+    .updateTable("api_keys")
+    .set({ status: "DISABLED" })
+    .where("id", "=", victim.apiKeyId)
+    .execute();
+  expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: victim.token }), 2006, 401);
+  expectError(
+    await call(t.app, "POST", "/v1/auth/login", { body: loginBody(victim.apiKey, victim.password) }),
+    2006,
+    401,
+  );
+});
+
+test("failed logins from one address are rate limited with Retry-After", async () => {
+  // A separate app trusting X-Forwarded-For, so that this address's failures are its own.
+  const other = await startTestApp({ trustProxy: true });
+  const headers = { "x-forwarded-for": "10.9.9.9" };
+  try {
+    let last = await call(other.app, "POST", "/v1/auth/login", {
+      body: loginBody("ek_nobody", "x"),
+      headers,
+    });
+    for (let i = 0; i < limits.loginFailuresPerIpMax; i++) {
+      last = await call(other.app, "POST", "/v1/auth/login", { body: loginBody("ek_nobody", "x"), headers });
+    }
+    expectError(last, 2007, 429);
+    assert.ok(Number(last.headers["retry-after"]) > 0);
+    // Another address is not affected.
+    const elsewhere = await call(other.app, "POST", "/v1/auth/login", {
+      body: loginBody("ek_nobody", "x"),
+      headers: { "x-forwarded-for": "10.9.9.10" },
+    });
+    expectError(elsewhere, 2005, 401);
+  } finally {
+    await other.close();
+  }
+});
+
+test("an API key is locked after repeated failed logins, even with the right password", async () => {
+  const victim = await createTenant(t);
+  for (let i = 0; i < limits.loginFailuresPerKeyMax; i++) {
+    const response = await call(t.app, "POST", "/v1/auth/login", {
+      body: loginBody(victim.apiKey, `wrong-${i}`),
+    });
+    // Every inject comes from the same address; the per-IP limit is larger than the per-key one.
+    expectError(response, 2005, 401);
+  }
+  const locked = await call(t.app, "POST", "/v1/auth/login", {
+    body: loginBody(victim.apiKey, victim.password),
+  });
+  expectError(locked, 2008, 429);
+  assert.ok(Number(locked.headers["retry-after"]) > limits.loginLockSeconds - 60);
+});
+
+test("every protected route refuses a missing or invalid token (from the OpenAPI document)", async () => {
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    paths: Record<string, Record<string, { security?: unknown[] }>>;
+  };
+  let checked = 0;
+  for (const [path, methods] of Object.entries(spec.paths)) {
+    for (const method of Object.keys(methods)) {
+      // Login has no token yet; rail callbacks are signed instead (test/spei-incoming.test.ts).
+      if (path === "/v1/auth/login" || path.startsWith("/v1/rails/")) continue;
+      assert.ok(path.startsWith("/v1/"), `${path} is documented outside /v1`);
+      const url = path.replace(/\{[^}]+\}/g, randomUUID());
+      const upper = method.toUpperCase() as "GET";
+      const body = upper === "GET" || upper === "DELETE" ? undefined : {};
+      expectError(await call(t.app, upper, url, { body }), 2001, 401);
+      expectError(await call(t.app, upper, url, { body, token: "not-a-token" }), 2002, 401);
+      checked += 1;
+    }
+  }
+  assert.ok(checked >= 10, `only ${checked} protected routes found`);
+});

@@ -1,0 +1,282 @@
+// Proves the card transfer out (contract 4.10) end to end: the exact shape and message, commission
+// and IVA, PIN checks and lock, every rejection with nothing moved, idempotent retries, and the
+// rail settling or returning the order with the ledger balanced after each.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { encryptFor } from "../src/crypto/rsa.ts";
+import { buildClabe } from "../src/domain/clabe.ts";
+import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
+import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import {
+  type AssignedCard,
+  assignCard,
+  cardsFor,
+  createCardholder,
+  createProduct,
+  mintStock,
+} from "./helpers/cards.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { speiSimulator } from "./helpers/rails.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const where = { latitude: 19.4326, longitude: -99.1332 };
+const bbvaClabe = buildClabe("012", "180", 1234567n);
+
+interface Transfer {
+  card: Record<string, string>;
+  account: Record<string, string>;
+  transfer: {
+    id: string;
+    tracking_key: string;
+    operation_date: string;
+    reference_operation: string;
+    amount: number;
+    commission: number;
+    commission_type: string;
+    iva: number;
+  };
+}
+
+/** A tenant with an ACTIVE card of a product with a 10.00 commission, `funds` on the card and PIN 4821. */
+async function readyCard(funds = 1000): Promise<{ tenant: Tenant; card: AssignedCard }> {
+  const tenant = await createTenant(t, { available: funds + 1 });
+  const product = await createProduct(t, tenant, { transfer_commission: 10 });
+  await mintStock(t, tenant, product.id, 1);
+  const card = await assignCard(t, tenant, await createCardholder(t, tenant), product.id);
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/activate", {
+      token: tenant.token,
+      body: { card_number: card.id, ...where },
+    }),
+  );
+  if (funds > 0) {
+    expectOk(
+      await call(t.app, "POST", "/v1/cards/payment", {
+        token: tenant.token,
+        body: { card_number: card.id, amount: funds, payment_description: "fondeo", ...where },
+      }),
+    );
+  }
+  const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "4821");
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } }),
+  );
+  return { tenant, card };
+}
+
+function body(cardNumber: string, overrides: Record<string, unknown> = {}) {
+  return {
+    card_number: cardNumber,
+    payment_concept: "Pago de renta",
+    beneficiary_account: bbvaClabe,
+    beneficiary_institution: "40012",
+    amount: 100,
+    beneficiary_name: "Maria Lopez",
+    numeric_reference: "1234567",
+    beneficiary_rfc_curp: "ND",
+    beneficiary_email: "maria@example.mx",
+    pin: "4821",
+    ...overrides,
+  };
+}
+
+const send = (tenant: Tenant, b: unknown, headers?: Record<string, string>) =>
+  call<Transfer>(t.app, "POST", "/v1/transfer/cards", {
+    token: tenant.token,
+    body: b,
+    ...(headers ? { headers } : {}),
+  });
+
+test("a transfer answers the 4.10 shape and message, and the card pays amount + commission + IVA", async () => {
+  const { tenant, card } = await readyCard();
+  const response = await send(tenant, body(card.id));
+  const data = expectOk(response);
+  assert.equal(response.body.message, "Operación SPEI® Out exitosa.");
+  assert.deepEqual(Object.keys(data).sort(), ["account", "card", "transfer"]);
+  assert.deepEqual(data.card, {
+    card_id: card.id,
+    card_type: "PHYSICAL",
+    masked_card_number: `************${card.lastFour}`,
+    last_four: card.lastFour,
+  });
+  assert.deepEqual(Object.keys(data.account).sort(), [
+    "account_id",
+    "curp",
+    "mobile_phone",
+    "observations",
+    "primary_phone",
+    "rfc",
+  ]);
+  assert.equal(data.account.account_id, card.accountId);
+  assert.match(data.account.curp ?? "", /^[A-Z0-9]{18}$/);
+  const { transfer } = data;
+  assert.deepEqual(
+    { ...transfer, id: "", tracking_key: "", operation_date: "", reference_operation: "" },
+    {
+      id: "",
+      tracking_key: "",
+      operation_date: "",
+      reference_operation: "",
+      amount: 100,
+      commission: 10,
+      commission_type: "FLAT",
+      iva: 1.6,
+    },
+  );
+  assert.match(transfer.tracking_key, /^[A-Z0-9]{1,30}$/);
+  assert.match(transfer.operation_date, /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 11_160n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+  const order = expectOk(
+    await call<{ transfer: { status: string; card_id: string } }>(
+      t.app,
+      "GET",
+      `/v1/transfer/cards/${transfer.id}`,
+      { token: tenant.token },
+    ),
+  );
+  assert.equal(order.transfer.card_id, card.id);
+});
+
+test("the rail settles the order, or returns it and the card gets everything back", async () => {
+  const { tenant, card } = await readyCard();
+  const sim = speiSimulator(t);
+  const settled = expectOk(await send(tenant, body(card.id, { amount: 50 }))).transfer;
+  const returned = expectOk(await send(tenant, body(card.id, { amount: 70 }))).transfer;
+  await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei });
+  expectOk(
+    await call(t.app, "POST", `/v1/sandbox/spei/orders/${returned.id}/return`, {
+      token: tenant.token,
+      body: { cause: "03" },
+    }),
+  );
+  await sim.flush();
+  const status = async (id: string) =>
+    expectOk(
+      await call<{ transfer: { status: string } }>(t.app, "GET", `/v1/transfer/cards/${id}`, {
+        token: tenant.token,
+      }),
+    ).transfer.status;
+  assert.equal(await status(settled.id), "LIQUIDADA");
+  assert.equal(await status(returned.id), "DEVUELTA");
+  // 1000 - (50 + 10 + 1.60); the returned 70 + 10 + 1.60 came back.
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 6_160n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("PIN: clear or ciphered; wrong PINs are counted and lock it; a new PIN unlocks", async () => {
+  const { tenant, card } = await readyCard();
+  expectOk(
+    await send(tenant, body(card.id, { amount: 1, pin: encryptFor(t.ctx.systemKey.publicKeyPem, "4821") })),
+  );
+  expectError(await send(tenant, body(card.id, { pin: "1111" })), 5309, 422);
+  expectError(await send(tenant, body(card.id, { pin: "2222" })), 5309, 422);
+  expectError(await send(tenant, body(card.id, { pin: "3333" })), 5308, 422);
+  expectError(await send(tenant, body(card.id)), 5308, 422);
+  expectError(await send(tenant, body(card.id, { pin: "12" })), 1000, 400);
+  expectError(await send(tenant, body(card.id, { pin: "1234567" })), 1005, 400);
+  const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "9090");
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } }),
+  );
+  expectOk(await send(tenant, body(card.id, { amount: 1, pin: "9090" })));
+  // One payment of 1 + 10 + 1.60 each: 2 transfers went through, nothing else moved.
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 2n * 1_260n);
+});
+
+test("every field is validated and a refused transfer moves nothing", async () => {
+  const { tenant, card } = await readyCard();
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ beneficiary_account: "12345" }, "beneficiary_account"],
+    [
+      { beneficiary_account: `${bbvaClabe.slice(0, 17)}${(Number(bbvaClabe[17]) + 1) % 10}` },
+      "beneficiary_account",
+    ],
+    [{ beneficiary_account: buildClabe("014", "180", 1n) }, "beneficiary_account"],
+    [{ beneficiary_account: "4111111111111112" }, "beneficiary_account"],
+    [{ beneficiary_institution: "99999" }, "beneficiary_institution"],
+    [{ numeric_reference: "0" }, "numeric_reference"],
+    [{ numeric_reference: "12345678" }, "numeric_reference"],
+    [{ beneficiary_rfc_curp: "XYZ" }, "beneficiary_rfc_curp"],
+    [{ beneficiary_rfc_curp: "JUAP800101HNEXXXA4" }, "beneficiary_rfc_curp"],
+    [{ beneficiary_email: "not-an-email" }, "beneficiary_email"],
+    [{ beneficiary_name: "n".repeat(41) }, "beneficiary_name"],
+    [{ payment_concept: "" }, "payment_concept"],
+    [{ payment_concept: "c".repeat(41) }, "payment_concept"],
+    [{ amount: 1.001 }, "amount"],
+    [{ amount: 0 }, "amount"],
+    [{ extra: 1 }, "extra"],
+  ];
+  for (const [override, field] of cases) {
+    const response = expectError(await send(tenant, body(card.id, override)), 1000, 400);
+    assert.ok(
+      (response.body.data as { details: Array<{ field: string }> }).details.some((d) => d.field === field),
+      `${field}: ${JSON.stringify(response.body)}`,
+    );
+  }
+  // Accepted edges: a phone, a Luhn card, an RFC, a CURP, 40-character names.
+  for (const override of [
+    { beneficiary_account: "5512345678" },
+    { beneficiary_account: "4111111111111111" },
+    {
+      beneficiary_rfc_curp: "GODE561231GR8",
+      beneficiary_name: "n".repeat(40),
+      payment_concept: "c".repeat(40),
+    },
+    { beneficiary_rfc_curp: "HEGG560427MVZRRL04" },
+  ]) {
+    expectOk(await send(tenant, body(card.id, { ...override, amount: 1 })));
+  }
+  expectError(await send(tenant, body("4111111111111111")), 1301, 400);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 4n * 1_260n);
+});
+
+test("insufficient card balance is 5501; an inactive, blocked, canceled or foreign card is refused", async () => {
+  const { tenant, card } = await readyCard(100);
+  expectError(await send(tenant, body(card.id, { amount: 88.41 })), 5501, 422); // 88.41 + 10 + 1.60 > 100
+  expectOk(await send(tenant, body(card.id, { amount: 88.4 })));
+  assert.equal(await balanceOf(t.ctx.db, card.id), 0n);
+  const [fresh] = await cardsFor(t, tenant, 1);
+  assert.ok(fresh);
+  expectError(await send(tenant, body(fresh.id)), 5307, 422);
+  const { tenant: other, card: blocked } = await readyCard();
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: other.token,
+      body: { card_number: blocked.id, status: "TEMPORARY_INACTIVE", ...where },
+    }),
+  );
+  expectError(await send(other, body(blocked.id)), 5307, 422);
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: other.token,
+      body: { card_number: blocked.id, status: "CANCELED", ...where },
+    }),
+  );
+  expectError(await send(other, body(blocked.id)), 5304, 422);
+  expectError(await send(tenant, body(blocked.id)), 3302, 404);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("an idempotent retry sends once; another body with the key is 409", async () => {
+  const { tenant, card } = await readyCard();
+  const key = { "idempotency-key": "renta-noviembre" };
+  const first = await send(tenant, body(card.id), key);
+  const again = await send(tenant, body(card.id), key);
+  assert.deepEqual(again.body, first.body);
+  assert.equal(again.headers["idempotent-replayed"], "true");
+  expectError(await send(tenant, body(card.id, { amount: 101 }), key), 4001, 409);
+  const orders = await t.ctx.db
+    .selectFrom("spei_orders")
+    .select("id")
+    .where("card_id", "=", card.id)
+    .execute();
+  assert.equal(orders.length, 1);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 11_160n);
+});

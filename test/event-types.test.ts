@@ -1,0 +1,358 @@
+// Proves every event type end to end: each real operation writes its event in its own transaction
+// (owner, type, data shaped like the API's own answer, no secret), a refused operation writes none,
+// and the events reach a webhook receiver signed as the README says.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { encryptFor } from "../src/crypto/rsa.ts";
+import { buildClabe } from "../src/domain/clabe.ts";
+import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
+import type { WebhookWorker } from "../src/modules/webhooks/worker.ts";
+import { call, createTenant, expectError, expectOk } from "./helpers/api.ts";
+import { assignCard, createCardholder, createProduct, mintStock, panOf } from "./helpers/cards.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { cardholderBody, subclientBody } from "./helpers/people.ts";
+import { airtimeSimulator, speiSimulator } from "./helpers/rails.ts";
+import { type Receiver, readmeVerifier, startReceiver, startWorker, waitFor } from "./helpers/webhooks.ts";
+
+let t: TestApp;
+let receiver: Receiver;
+let worker: WebhookWorker;
+before(async () => {
+  t = await startTestApp();
+  receiver = await startReceiver();
+  worker = startWorker(t);
+});
+after(async () => {
+  await worker.stop();
+  await receiver.close();
+  await t.close();
+});
+
+interface StoredEvent {
+  id: string;
+  type: string;
+  client_id: string;
+  data: Record<string, unknown>;
+  created_at: Date;
+}
+
+async function eventsSince(seq: bigint): Promise<StoredEvent[]> {
+  return t.ctx.db
+    .selectFrom("events")
+    .select(["id", "type", "client_id", "data", "created_at"])
+    .where("seq", ">", seq)
+    .orderBy("seq")
+    .execute() as Promise<StoredEvent[]>;
+}
+
+async function lastSeq(): Promise<bigint> {
+  const row = await t.ctx.db
+    .selectFrom("events")
+    .select((eb) => eb.fn.max("seq").as("seq"))
+    .executeTakeFirst();
+  return BigInt((row?.seq as bigint | null) ?? 0n);
+}
+
+/** Runs `operation` and returns the one event it wrote, checking its type and owner. */
+async function oneEvent(
+  type: string,
+  owner: string,
+  operation: () => Promise<unknown>,
+): Promise<StoredEvent> {
+  const before = await lastSeq();
+  await operation();
+  const written = (await eventsSince(before)).filter((e) => e.type === type);
+  assert.equal(written.length, 1, `${type}: ${written.length} events`);
+  const [event] = written;
+  assert.ok(event);
+  assert.equal(event.client_id, owner, `${type} belongs to the wrong client`);
+  return event;
+}
+
+const where = { latitude: 19.4326, longitude: -99.1332 };
+
+test("every event type: written with its change, shaped like the API's answer, delivered signed", async () => {
+  const root = await createTenant(t, { available: 10_000 });
+  const webhook = expectOk(
+    await call<{ webhook: { id: string; secret: string } }>(t.app, "POST", "/v1/webhooks", {
+      token: root.token,
+      body: { url: `${receiver.url}/all`, include_subclients: true },
+    }),
+  ).webhook;
+  const seen = new Map<string, StoredEvent>();
+  const answers = new Map<string, unknown>();
+  const record = (event: StoredEvent, answer: unknown) => {
+    seen.set(event.type, event);
+    answers.set(event.type, answer);
+  };
+
+  let subclient: Record<string, unknown> = {};
+  record(
+    await oneEvent("client.created", root.clientId, async () => {
+      subclient = expectOk(
+        await call<{ subclient: Record<string, unknown> }>(t.app, "POST", "/v1/clients", {
+          token: root.token,
+          body: subclientBody({ available: 100 }),
+        }),
+      ).subclient;
+    }),
+    subclient,
+  );
+  let cardholder: Record<string, unknown> = {};
+  record(
+    await oneEvent("cardholder.created", root.clientId, async () => {
+      cardholder = expectOk(
+        await call<{ cardholder: Record<string, unknown> }>(t.app, "POST", "/v1/cardholders", {
+          token: root.token,
+          body: cardholderBody(),
+        }),
+      ).cardholder;
+    }),
+    cardholder,
+  );
+  const product = await createProduct(t, root, { transfer_commission: 5 });
+  await mintStock(t, root, product.id, 1);
+  let assigned: Record<string, unknown> = {};
+  record(
+    await oneEvent("card.assigned", root.clientId, async () => {
+      assigned = expectOk(
+        await call<Record<string, unknown>>(t.app, "PUT", "/v1/cards", {
+          token: root.token,
+          body: {
+            cardholder_id: cardholder.id,
+            product_id: product.id,
+            document_type: "INE",
+            document_number: "X1",
+            observations: "",
+            shipping_method: "B2B",
+            delivery_type: "STANDARD",
+            delivery_address: null,
+          },
+        }),
+      );
+    }),
+    assigned,
+  );
+  const cardId = (assigned.card as { id: string }).id;
+  const card = (path: string, body: Record<string, unknown>, method: "POST" | "PUT" = "POST") =>
+    call<Record<string, unknown>>(t.app, method, path, {
+      token: root.token,
+      body: { card_number: cardId, ...body },
+    });
+  let answer: unknown;
+  record(
+    await oneEvent(
+      "card.activated",
+      root.clientId,
+      async () => (answer = expectOk(await card("/v1/cards/activate", where))),
+    ),
+    answer,
+  );
+  record(
+    await oneEvent(
+      "card.payment",
+      root.clientId,
+      async () =>
+        (answer = expectOk(
+          await card("/v1/cards/payment", { amount: 500, payment_description: "Nómina", ...where }),
+        )),
+    ),
+    answer,
+  );
+  expectOk(await card("/v1/cards/pin", { pin: encryptFor(t.ctx.systemKey.publicKeyPem, "4821") }, "PUT"));
+  const transferBody = {
+    payment_concept: "Renta",
+    beneficiary_account: buildClabe("012", "180", 77n),
+    beneficiary_institution: "40012",
+    amount: 100,
+    beneficiary_name: "Maria",
+    numeric_reference: "1",
+    beneficiary_rfc_curp: "ND",
+    beneficiary_email: "m@example.mx",
+    pin: "4821",
+  };
+  let sent: { transfer: { id: string } } = { transfer: { id: "" } };
+  const created = await oneEvent("transfer.out.created", root.clientId, async () => {
+    sent = expectOk(await card("/v1/transfer/cards", transferBody)) as typeof sent;
+  });
+  const order = async (id: string) =>
+    expectOk(
+      await call<{ transfer: unknown }>(t.app, "GET", `/v1/transfer/cards/${id}`, { token: root.token }),
+    ).transfer;
+  record(created, await order(sent.transfer.id));
+  record(
+    await oneEvent("transfer.out.settled", root.clientId, async () => {
+      await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei });
+      await speiSimulator(t).flush();
+    }),
+    await order(sent.transfer.id),
+  );
+  const second = expectOk(await card("/v1/transfer/cards", { ...transferBody, amount: 10 })) as typeof sent;
+  record(
+    await oneEvent("transfer.out.returned", root.clientId, async () => {
+      expectOk(
+        await call(t.app, "POST", `/v1/sandbox/spei/orders/${second.transfer.id}/return`, {
+          token: root.token,
+          body: { cause: "01" },
+        }),
+      );
+    }),
+    await order(second.transfer.id),
+  );
+  record(
+    await oneEvent("transfer.in.received", root.clientId, async () => {
+      answer = expectOk(
+        await call<{ transfer_operation: unknown }>(t.app, "POST", "/v1/sandbox/spei/incoming", {
+          token: root.token,
+          body: { clabe: root.clabe, amount: 250 },
+        }),
+      ).transfer_operation;
+    }),
+    answer,
+  );
+  const topup = (extra: Record<string, unknown>) =>
+    call<{ topup: unknown }>(t.app, "POST", "/v1/airtime/topup", {
+      token: root.token,
+      body: { product_id: "TELCEL_50", phone_number: "5512345678", email: "a@example.mx", ...extra },
+    });
+  record(
+    await oneEvent(
+      "airtime.completed",
+      root.clientId,
+      async () => (answer = expectOk(await topup({})).topup),
+    ),
+    answer,
+  );
+  airtimeSimulator(t).decide = () => ({ status: "FAILED", reason: "Carrier down", retryable: true });
+  try {
+    record(
+      await oneEvent("airtime.failed", root.clientId, async () =>
+        expectError(await topup({ id: cardId }), 6601, 502),
+      ),
+      undefined,
+    );
+  } finally {
+    airtimeSimulator(t).decide = undefined;
+  }
+  record(
+    await oneEvent(
+      "card.status_changed",
+      root.clientId,
+      async () =>
+        (answer = expectOk(
+          await card("/v1/cards/status", { status: "TEMPORARY_INACTIVE", reason: "LOST", ...where }, "PUT"),
+        )),
+    ),
+    answer,
+  );
+
+  // Each event's data is what the API answered for the same change.
+  const { api_client: apiClient, ...subclientRest } = subclient as { api_client: Record<string, unknown> };
+  const { api_key: _key, ...apiClientRest } = apiClient;
+  assert.deepEqual(seen.get("client.created")?.data, { ...subclientRest, api_client: apiClientRest });
+  for (const type of [
+    "cardholder.created",
+    "card.assigned",
+    "card.activated",
+    "card.payment",
+    "transfer.out.settled",
+    "transfer.out.returned",
+    "airtime.completed",
+    "card.status_changed",
+  ]) {
+    assert.deepEqual(seen.get(type)?.data, answers.get(type), `${type} data differs from the API's answer`);
+  }
+  // The incoming transfer's event is the 2.8 record plus the CLABE it arrived on.
+  const { clabe, ...record28 } = seen.get("transfer.in.received")?.data ?? {};
+  assert.equal(clabe, root.clabe);
+  assert.deepEqual(record28, answers.get("transfer.in.received"));
+  const createdData = seen.get("transfer.out.created")?.data as { id: string; status: string };
+  assert.equal(createdData.id, sent.transfer.id);
+  assert.equal(createdData.status, "PENDIENTE");
+  assert.equal((seen.get("airtime.failed")?.data as { status?: string } | undefined)?.status, "FAILED");
+
+  // No secret in any event.
+  const everything = JSON.stringify([...seen.values()]);
+  for (const secret of [
+    await panOf(t, cardId),
+    "4821",
+    root.password,
+    root.token,
+    webhook.secret,
+    String((subclientBody() as { api_key_password: string }).api_key_password),
+  ]) {
+    assert.ok(!everything.includes(secret), "an event carries a secret");
+  }
+  assert.equal(new Set([...seen.values()].map((e) => e.id)).size, 12);
+
+  // Every one reaches the receiver, signed under the endpoint's secret, with webhook-id = event id.
+  const verify = await readmeVerifier();
+  const ids = new Set([...seen.values()].map((e) => e.id));
+  await waitFor("all twelve deliveries", () =>
+    [...ids].every((id) => receiver.receipts.some((r) => r.headers["webhook-id"] === id)),
+  );
+  for (const receipt of receiver.receipts.filter((r) => ids.has(String(r.headers["webhook-id"])))) {
+    assert.ok(verify(webhook.secret, receipt.headers, receipt.body));
+    const body = JSON.parse(receipt.body) as { id: string; type: string; client_id: string; data: unknown };
+    assert.equal(body.id, receipt.headers["webhook-id"]);
+    assert.deepEqual(body.data, [...seen.values()].find((e) => e.id === body.id)?.data);
+  }
+});
+
+test("a refused operation writes no event", async () => {
+  const poor = await createTenant(t, { available: 1 });
+  const product = await createProduct(t, poor);
+  const before = await lastSeq();
+  expectError(
+    await call(t.app, "POST", "/v1/clients", { token: poor.token, body: subclientBody({ available: 5 }) }),
+    5102,
+    422,
+  );
+  const holder = await createCardholder(t, poor);
+  expectError(
+    await call(t.app, "PUT", "/v1/cards", {
+      token: poor.token,
+      body: {
+        cardholder_id: holder,
+        product_id: product.id,
+        document_type: "INE",
+        document_number: "X",
+        observations: "",
+        shipping_method: "B2B",
+        delivery_type: "STANDARD",
+        delivery_address: null,
+      },
+    }),
+    5302,
+    422,
+  );
+  await mintStock(t, poor, product.id, 1);
+  const card = await assignCard(t, poor, holder, product.id);
+  expectError(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: poor.token,
+      body: { card_number: card.id, amount: 2, payment_description: "x", ...where },
+    }),
+    5401,
+    422,
+  );
+  expectError(
+    await call(t.app, "POST", "/v1/airtime/topup", {
+      token: poor.token,
+      body: { product_id: "TELCEL_50", phone_number: "5512345678", email: "a@example.mx" },
+    }),
+    5601,
+    422,
+  );
+  expectError(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: poor.token,
+      body: { card_number: card.id, status: "ACTIVE", ...where },
+    }),
+    5305,
+    422,
+  );
+  const after = (await eventsSince(before)).map((e) => e.type);
+  // Only the successful setup (the cardholder and the card) wrote events.
+  assert.deepEqual(after, ["cardholder.created", "card.assigned"]);
+});

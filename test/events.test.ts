@@ -1,0 +1,230 @@
+// Proves the event outbox and GET /v1/events: every event type is written atomically with its change
+// (with its webhook deliveries), listing is keyset-paginated and filtered, and callers see only their subtree.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { sql } from "kysely";
+import { type EventType, emitEvent, eventTypes } from "../src/modules/events/outbox.ts";
+import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { emit } from "./helpers/webhooks.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+interface Event {
+  id: string;
+  type: string;
+  created_at: string;
+  client_id: string;
+  data: Record<string, unknown>;
+}
+interface EventList {
+  events: Event[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+
+const list = (token: string, query = "") => call<EventList>(t.app, "GET", `/v1/events${query}`, { token });
+
+async function countRows(table: "events" | "webhook_deliveries", clientId: string): Promise<number> {
+  const result =
+    table === "events"
+      ? await sql<{ n: number }>`select count(*)::int as n from events where client_id = ${clientId}`.execute(
+          t.ctx.db,
+        )
+      : await sql<{ n: number }>`select count(*)::int as n from webhook_deliveries d
+          join events e on e.id = d.event_id where e.client_id = ${clientId}`.execute(t.ctx.db);
+  return result.rows[0]?.n ?? -1;
+}
+
+test("each event type is written with its change: a rolled-back change leaves no event and no delivery", async () => {
+  const tenant = await createTenant(t);
+  expectOk(
+    await call(t.app, "POST", "/v1/webhooks", {
+      token: tenant.token,
+      body: { url: "https://example.com/all" },
+    }),
+  );
+  for (const type of eventTypes) {
+    await assert.rejects(
+      t.ctx.db.transaction().execute(async (tx) => {
+        await sql`update clients set updated_at = now() where id = ${tenant.clientId}`.execute(tx);
+        await emitEvent(tx, { type, clientId: tenant.clientId, data: { type } });
+        throw new Error("the change failed after its event was written");
+      }),
+      /the change failed/,
+    );
+  }
+  assert.equal(await countRows("events", tenant.clientId), 0);
+  assert.equal(await countRows("webhook_deliveries", tenant.clientId), 0);
+
+  const ids: string[] = [];
+  for (const type of eventTypes) {
+    ids.push(
+      await t.ctx.db
+        .transaction()
+        .execute((tx) => emitEvent(tx, { type, clientId: tenant.clientId, data: { type } })),
+    );
+  }
+  assert.equal(await countRows("events", tenant.clientId), eventTypes.length);
+  assert.equal(await countRows("webhook_deliveries", tenant.clientId), eventTypes.length);
+  const listed = expectOk(await list(tenant.token, "?limit=100"));
+  assert.deepEqual(
+    listed.events.map((e) => [e.id, e.type, e.client_id, e.data]),
+    eventTypes.map((type, i) => [ids[i], type, tenant.clientId, { type }]),
+  );
+  assert.equal(new Set(ids).size, ids.length);
+});
+
+test("events list in write order with keyset pages; the last cursor resumes with what came later", async () => {
+  const tenant = await createTenant(t);
+  const ids = await emit(
+    t,
+    Array.from({ length: 7 }, (_, i) => ({
+      type: "card.payment" as const,
+      clientId: tenant.clientId,
+      data: { n: i },
+    })),
+  );
+  const first = expectOk(await list(tenant.token, "?limit=3"));
+  assert.deepEqual(
+    first.events.map((e) => e.id),
+    ids.slice(0, 3),
+  );
+  assert.equal(first.has_more, true);
+  assert.match(first.next_cursor ?? "", /^[0-9]+$/);
+  assert.deepEqual(Object.keys(first.events[0] ?? {}).sort(), [
+    "client_id",
+    "created_at",
+    "data",
+    "id",
+    "type",
+  ]);
+  assert.match(first.events[0]?.created_at ?? "", /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  const second = expectOk(await list(tenant.token, `?limit=3&after=${first.next_cursor}`));
+  assert.deepEqual(
+    second.events.map((e) => e.id),
+    ids.slice(3, 6),
+  );
+  const third = expectOk(await list(tenant.token, `?limit=3&after=${second.next_cursor}`));
+  assert.deepEqual(
+    third.events.map((e) => e.id),
+    ids.slice(6),
+  );
+  assert.equal(third.has_more, false);
+  const caughtUp = expectOk(await list(tenant.token, `?after=${third.next_cursor}`));
+  assert.deepEqual(caughtUp, { events: [], has_more: false, next_cursor: third.next_cursor });
+  const [later] = await emit(t, [{ type: "card.activated", clientId: tenant.clientId }]);
+  const resumed = expectOk(await list(tenant.token, `?after=${third.next_cursor}`));
+  assert.deepEqual(
+    resumed.events.map((e) => e.id),
+    [later],
+  );
+  assert.deepEqual(expectOk(await list((await createTenant(t)).token)), {
+    events: [],
+    has_more: false,
+    next_cursor: null,
+  });
+});
+
+/** The client.created event POST /v1/clients wrote for `sub` (filed under the parent that created it). */
+async function creationEventOf(subClientId: string): Promise<string> {
+  const row = await sql<{ id: string }>`
+    select id from events where type = 'client.created' and data->>'id' = ${subClientId}`.execute(t.ctx.db);
+  assert.equal(row.rows.length, 1);
+  return row.rows[0]?.id ?? "";
+}
+
+test("filters: types separated by commas, creation time [from, to), and one client of the subtree", async () => {
+  const tenant = await createTenant(t);
+  const sub = await createSubClient(t, tenant);
+  const types: EventType[] = ["card.payment", "transfer.in.received", "card.payment", "airtime.completed"];
+  const ids = await emit(
+    t,
+    types.map((type) => ({ type, clientId: tenant.clientId })),
+  );
+  const times = [
+    "2025-01-01T00:00:00Z",
+    "2025-01-02T00:00:00Z",
+    "2025-01-03T00:00:00Z",
+    "2025-01-04T00:00:00Z",
+  ];
+  for (const [i, id] of ids.entries())
+    await sql`update events set created_at = ${times[i]} where id = ${id}`.execute(t.ctx.db);
+  const [subEvent] = await emit(t, [{ type: "card.payment", clientId: sub.clientId }]);
+
+  const payments = expectOk(await list(tenant.token, "?type=card.payment"));
+  assert.deepEqual(
+    payments.events.map((e) => e.id),
+    [ids[0], ids[2], subEvent],
+  );
+  const two = expectOk(await list(tenant.token, "?type=transfer.in.received,airtime.completed"));
+  assert.deepEqual(
+    two.events.map((e) => e.id),
+    [ids[1], ids[3]],
+  );
+  const window = expectOk(
+    await list(tenant.token, "?created_from=2025-01-02T00:00:00Z&created_to=2025-01-04T00:00:00.000%2B00:00"),
+  );
+  assert.deepEqual(
+    window.events.map((e) => e.id),
+    [ids[1], ids[2]],
+  );
+  const own = expectOk(await list(tenant.token, `?client_id=${tenant.clientId}`));
+  assert.deepEqual(
+    own.events.map((e) => e.id),
+    [await creationEventOf(sub.clientId), ...ids],
+  );
+  const subs = expectOk(await list(tenant.token, `?client_id=${sub.clientId}`));
+  assert.deepEqual(
+    subs.events.map((e) => e.id),
+    [subEvent],
+  );
+});
+
+test("tenancy: a parent sees its sub-clients' events, a sub-client only its own, a stranger nothing", async () => {
+  const parent = await createTenant(t);
+  const stranger: Tenant = await createTenant(t);
+  const sub = await createSubClient(t, parent);
+  const [parentEvent] = await emit(t, [{ type: "client.created", clientId: parent.clientId }]);
+  const [subEvent] = await emit(t, [{ type: "cardholder.created", clientId: sub.clientId }]);
+  assert.ok(sub.token);
+  assert.deepEqual(
+    expectOk(await list(parent.token)).events.map((e) => e.id),
+    [await creationEventOf(sub.clientId), parentEvent, subEvent],
+  );
+  assert.deepEqual(
+    expectOk(await list(sub.token)).events.map((e) => e.id),
+    [subEvent],
+  );
+  assert.deepEqual(expectOk(await list(stranger.token)).events, []);
+  expectError(await list(stranger.token, `?client_id=${parent.clientId}`), 3101, 404);
+  expectError(await list(sub.token, `?client_id=${parent.clientId}`), 3101, 404);
+});
+
+test("query validation: unknown types, bad cursors, limits and dates are 1000 naming the field", async () => {
+  const tenant = await createTenant(t);
+  const cases: [string, string][] = [
+    ["?type=card.unknown", "type"],
+    ["?type=card.payment,", "type"],
+    ["?after=abc", "after"],
+    ["?limit=0", "limit"],
+    ["?limit=101", "limit"],
+    ["?created_from=yesterday", "created_from"],
+    ["?created_to=2025-13-01T00:00:00Z", "created_to"],
+    ["?client_id=nope", "client_id"],
+    ["?colour=blue", "colour"],
+  ];
+  for (const [query, field] of cases) {
+    const response = expectError(await list(tenant.token, query), 1000, 400);
+    const details = (response.body.data as { details: { field: string }[] }).details;
+    assert.ok(
+      details.some((d) => d.field === field),
+      `${query}: ${JSON.stringify(details)}`,
+    );
+  }
+  expectError(await call(t.app, "GET", "/v1/events"), 2001, 401);
+});

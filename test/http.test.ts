@@ -1,0 +1,105 @@
+// Proves the HTTP shape: every failure class answers its own catalog code in the envelope.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { limits } from "../src/limits.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+
+let t: TestApp;
+let tenant: Tenant;
+before(async () => {
+  t = await startTestApp();
+  tenant = await createTenant(t);
+});
+after(() => t.close());
+
+test("unknown route: 404 envelope 3000, on /v1 and elsewhere", async () => {
+  expectError(await call(t.app, "GET", "/v1/no/such/route", { token: tenant.token }), 3000, 404);
+  expectError(await call(t.app, "GET", "/nothing-here"), 3000, 404);
+  expectError(await call(t.app, "DELETE", "/v1/auth/login"), 3000, 404);
+});
+
+test("malformed JSON: 400 envelope 1001", async () => {
+  const response = await call(t.app, "POST", "/v1/auth/login", { raw: '{"api_client": ' });
+  expectError(response, 1001, 400);
+  assert.equal(response.body.data, null);
+});
+
+test("empty JSON body: 400 envelope 1004", async () => {
+  expectError(await call(t.app, "POST", "/v1/auth/login", { raw: "" }), 1004, 400);
+});
+
+test("wrong content type: 415 envelope 1003", async () => {
+  for (const type of ["text/plain", "application/x-www-form-urlencoded", "application/xml"]) {
+    const response = await call(t.app, "POST", "/v1/auth/login", {
+      raw: "a=b",
+      headers: { "content-type": type },
+    });
+    expectError(response, 1003, 415);
+  }
+});
+
+test("body over the limit: 413 envelope 1002", async () => {
+  const big = JSON.stringify({ api_client: { api_key: "x".repeat(limits.bodyBytesMax), password: "p" } });
+  expectError(await call(t.app, "POST", "/v1/auth/login", { raw: big }), 1002, 413);
+});
+
+test("invalid fields: 400 envelope 1000 naming each field and rule", async () => {
+  const response = await call(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: "", extra: 1 } },
+  });
+  expectError(response, 1000, 400);
+  const details = (response.body.data as { details: Array<{ field: string; rule: string }> }).details;
+  assert.deepEqual(details.map((d) => `${d.field}:${d.rule}`).sort(), [
+    "api_client.api_key:minLength",
+    "api_client.extra:additionalProperties",
+    "api_client.password:required",
+  ]);
+  assert.match(response.body.message, /^api_client\.\w+: /);
+});
+
+test("a number where a string is expected is not coerced", async () => {
+  const response = await call(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: 5, password: "x" } },
+  });
+  expectError(response, 1000, 400);
+});
+
+test("money with more than 2 decimals, zero, negative, or as a string: 1000", async () => {
+  for (const amount of [1.001, 0, -5, "10", null, 1e-7]) {
+    const response = await call(t.app, "POST", "/v1/sandbox/funding", {
+      token: tenant.token,
+      body: { amount },
+    });
+    expectError(response, 1000, 400);
+  }
+  expectOk(await call(t.app, "POST", "/v1/sandbox/funding", { token: tenant.token, body: { amount: 0.01 } }));
+});
+
+test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
+  assert.equal((await t.app.inject({ url: "/health" })).statusCode, 200);
+  const ready = await t.app.inject({ url: "/ready" });
+  assert.equal(ready.statusCode, 200);
+  assert.deepEqual(ready.json(), { status: "ready" });
+  const metrics = await t.app.inject({ url: "/metrics" });
+  assert.equal(metrics.statusCode, 200);
+  assert.match(metrics.body, /emisor_http_requests_total/);
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    openapi: string;
+    paths: Record<string, unknown>;
+  };
+  assert.equal(spec.openapi, "3.1.0");
+  assert.ok(spec.paths["/v1/auth/login"]);
+  assert.ok(spec.paths["/v1/clients/api_key/public_key"]);
+  const docs = await t.app.inject({ url: "/docs/" });
+  assert.equal(docs.statusCode, 200);
+  assert.match(docs.body, /swagger/i);
+});
+
+test("/ready answers 503 when the database is gone", async () => {
+  const other = await startTestApp();
+  await other.database.close();
+  const ready = await other.app.inject({ url: "/ready" });
+  assert.equal(ready.statusCode, 503);
+  await other.app.close();
+});

@@ -1,0 +1,156 @@
+// Proves the ledger conserves money under random concurrent movements and reversals: every balance
+// equals the sum of its postings, all balances sum to zero, no protected balance goes negative.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, test } from "node:test";
+import fc from "fast-check";
+import { systemAccounts } from "../src/ledger/accounts.ts";
+import {
+  AlreadyReversedError,
+  balanceOf,
+  checkInvariants,
+  createAccount,
+  InsufficientFundsError,
+  postEntry,
+  reverseEntry,
+} from "../src/ledger/ledger.ts";
+import { insertClient } from "../src/modules/clients/repository.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+async function newClientAccounts(count: number): Promise<string[]> {
+  const ids: string[] = [];
+  await t.ctx.db.transaction().execute(async (tx) => {
+    for (let i = 0; i < count; i++) {
+      const id = randomUUID();
+      await insertClient(tx, { id, name: "Ledger test", alias: "LDG" }, null);
+      await createAccount(tx, { id, kind: "CLIENT_MAIN", clientId: id });
+      ids.push(id);
+    }
+  });
+  return ids;
+}
+
+test("an unbalanced entry is a bug: nothing is written", async () => {
+  const [a = ""] = await newClientAccounts(1);
+  await assert.rejects(
+    t.ctx.db.transaction().execute((tx) =>
+      postEntry(tx, {
+        kind: "TEST",
+        postings: [
+          { accountId: systemAccounts.sandboxFunding, amountCents: -100n },
+          { accountId: a, amountCents: 99n },
+        ],
+      }),
+    ),
+    assert.AssertionError,
+  );
+  assert.equal(await balanceOf(t.ctx.db, a), 0n);
+});
+
+test("a debit beyond the balance fails with InsufficientFundsError and changes nothing", async () => {
+  const [a = "", b = ""] = await newClientAccounts(2);
+  await t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST",
+      postings: [
+        { accountId: systemAccounts.sandboxFunding, amountCents: -500n },
+        { accountId: a, amountCents: 500n },
+      ],
+    }),
+  );
+  const error = await t.ctx.db
+    .transaction()
+    .execute((tx) =>
+      postEntry(tx, {
+        kind: "TEST",
+        postings: [
+          { accountId: a, amountCents: -501n },
+          { accountId: b, amountCents: 501n },
+        ],
+      }),
+    )
+    .catch((e: unknown) => e);
+  assert.ok(error instanceof InsufficientFundsError);
+  assert.equal(error.accountId, a);
+  assert.equal(await balanceOf(t.ctx.db, a), 500n);
+  assert.equal(await balanceOf(t.ctx.db, b), 0n);
+});
+
+test("the database itself refuses a negative protected balance", async () => {
+  const [a = ""] = await newClientAccounts(1);
+  await assert.rejects(
+    t.ctx.db.updateTable("ledger_accounts").set({ balance_cents: -1n }).where("id", "=", a).execute(),
+    (error: { code?: string }) => error.code === "23514",
+  );
+});
+
+test("a reversal mirrors the entry once; a second reversal is refused", async () => {
+  const [a = ""] = await newClientAccounts(1);
+  const entry = await t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST",
+      postings: [
+        { accountId: systemAccounts.sandboxFunding, amountCents: -700n },
+        { accountId: a, amountCents: 700n },
+      ],
+    }),
+  );
+  await t.ctx.db.transaction().execute((tx) => reverseEntry(tx, entry, { kind: "TEST_REVERSAL" }));
+  assert.equal(await balanceOf(t.ctx.db, a), 0n);
+  await assert.rejects(
+    t.ctx.db.transaction().execute((tx) => reverseEntry(tx, entry, { kind: "TEST_REVERSAL" })),
+    AlreadyReversedError,
+  );
+  assert.equal(await balanceOf(t.ctx.db, a), 0n);
+});
+
+const movement = fc.record({
+  from: fc.nat({ max: 5 }),
+  to: fc.nat({ max: 5 }),
+  cents: fc.bigInt({ min: 1n, max: 5_000n }),
+  reverse: fc.boolean(),
+});
+
+test("property: random concurrent movements conserve money", async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(movement, { minLength: 1, maxLength: 40 }), async (moves) => {
+      const clients = await newClientAccounts(5);
+      // Index 0 is the funding source (may go negative); 1..5 are protected client balances.
+      const accounts = [systemAccounts.sandboxFunding, ...clients];
+      let succeeded = 0;
+      let refused = 0;
+      await Promise.all(
+        moves.map(async (move) => {
+          const from = accounts[move.from] ?? systemAccounts.sandboxFunding;
+          const to = accounts[move.to] ?? systemAccounts.sandboxFunding;
+          if (from === to) return;
+          try {
+            await t.ctx.db.transaction().execute(async (tx) => {
+              const entry = await postEntry(tx, {
+                kind: "TEST",
+                postings: [
+                  { accountId: from, amountCents: -move.cents },
+                  { accountId: to, amountCents: move.cents },
+                ],
+              });
+              if (move.reverse) await reverseEntry(tx, entry, { kind: "TEST_REVERSAL" });
+            });
+            succeeded += 1;
+          } catch (error) {
+            if (!(error instanceof InsufficientFundsError)) throw error;
+            refused += 1;
+          }
+        }),
+      );
+      assert.deepEqual(await checkInvariants(t.ctx.db), []);
+      assert.ok(succeeded + refused <= moves.length);
+    }),
+    { numRuns: 25 },
+  );
+});

@@ -1,0 +1,93 @@
+// Proves the real process: a first start on an empty embedded database prints credentials and a
+// curl line that work over a real socket, its webhook worker delivers, a second start creates
+// nothing, SIGTERM exits cleanly.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { startReceiver, waitFor } from "./helpers/webhooks.ts";
+
+function start(dataDir: string, masterKey: string): { child: ChildProcess; output: Promise<string> } {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    env: {
+      ...process.env,
+      DATABASE_URL: "",
+      EMISOR_DATA_DIR: dataDir,
+      PORT: "0",
+      EMISOR_MASTER_KEY: masterKey,
+      LOG_LEVEL: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let text = "";
+  const output = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner within 60 s:\n${text}`)), 60_000);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      if (/Log in:\n.*curl.*\n/.test(text)) {
+        clearTimeout(timer);
+        resolve(text);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`exited with ${code}:\n${text}`)));
+  });
+  return { child, output };
+}
+
+function stop(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    child.once("exit", (code) => resolve(code));
+    child.kill("SIGTERM");
+  });
+}
+
+test("first start prints working credentials; the second creates none; SIGTERM exits 0", async () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "emisor-main-"));
+  const masterKey = randomBytes(32).toString("hex");
+  const first = start(dataDir, masterKey);
+  const banner = await first.output;
+  const apiKey = /api_key: +(\S+)/.exec(banner)?.[1];
+  const password = /password: +(\S+)/.exec(banner)?.[1];
+  const base = /listening on (http:\/\/\S+)/.exec(banner)?.[1];
+  assert.ok(apiKey && password && base, banner);
+  assert.match(banner, new RegExp(`curl -si -X POST ${base}/v1/auth/login`));
+  const response = await fetch(`${base}/v1/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ api_client: { api_key: apiKey, password } }),
+  });
+  assert.equal(response.status, 200);
+  assert.match(response.headers.get("authorization") ?? "", /^Bearer \S+$/);
+  const body = (await response.json()) as { data: { client: { available: number } } };
+  assert.equal(body.data.client.available, 1_000_000);
+  await expectWebhookDelivered(base, response.headers.get("authorization") ?? "");
+  assert.equal(await stop(first.child), 0);
+
+  const second = start(dataDir, masterKey);
+  const again = await second.output;
+  assert.doesNotMatch(again, /password: +\S/);
+  assert.match(again, /<api_key>/);
+  assert.equal(await stop(second.child), 0);
+});
+
+/** The process runs the webhook worker (EMISOR_WORKERS defaults to true): a test event arrives. */
+async function expectWebhookDelivered(base: string, authorization: string): Promise<void> {
+  const receiver = await startReceiver();
+  try {
+    const post = (url: string, body: unknown) =>
+      fetch(`${base}${url}`, {
+        method: "POST",
+        headers: { authorization, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      }).then((r) => r.json() as Promise<{ data: { webhook: { id: string } } }>);
+    const { webhook } = (await post("/v1/webhooks", { url: `${receiver.url}/main` })).data;
+    await fetch(`${base}/v1/webhooks/${webhook.id}/test`, { method: "POST", headers: { authorization } });
+    await waitFor("the test event", () => receiver.receipts.length === 1, 30_000);
+    assert.equal(JSON.parse(receiver.receipts[0]?.body ?? "{}").type, "webhook.test");
+  } finally {
+    await receiver.close();
+  }
+}

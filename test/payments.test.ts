@@ -1,0 +1,238 @@
+// Proves payments to cards (contract 4.6): the shape, exact balances and a balanced ledger, every
+// rejection, idempotent retries, and that concurrent payments beyond the balance succeed exactly as
+// far as the money goes.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import fc from "fast-check";
+import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
+import { limits } from "../src/limits.ts";
+import { call, createTenant, expectError, expectOk, type Response, type Tenant } from "./helpers/api.ts";
+import { cardsFor, panOf } from "./helpers/cards.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { opensslEncrypt } from "./helpers/openssl.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+interface Payment {
+  operation: { id: string; authorization_code: string; amount: number; payment_description: string };
+  card: { id: string; masked_card_number: string; type: string; status: string };
+  account: { id: string; reference: number };
+}
+
+const where = { latitude: 19.43261, longitude: -99.13321 };
+function pay(
+  tenant: Tenant,
+  card_number: string,
+  amount: unknown,
+  extra: Record<string, unknown> = {},
+  headers?: Record<string, string>,
+) {
+  return call<Payment>(t.app, "POST", "/v1/cards/payment", {
+    token: tenant.token,
+    body: { card_number, amount, payment_description: "Nómina quincenal", ...where, ...extra },
+    ...(headers ? { headers } : {}),
+  });
+}
+
+test("a payment moves exactly the amount and answers the 4.6 shape", async () => {
+  const tenant = await createTenant(t, { available: 1000 });
+  const [card] = await cardsFor(t, tenant, 1);
+  assert.ok(card);
+  const data = expectOk(await pay(tenant, card.id, 250.75));
+  assert.deepEqual(Object.keys(data).sort(), ["account", "card", "operation"]);
+  assert.match(data.operation.authorization_code, /^[0-9]{6}$/);
+  assert.equal(data.operation.amount, 250.75);
+  assert.equal(data.operation.payment_description, "Nómina quincenal");
+  assert.deepEqual(data.card, {
+    id: card.id,
+    masked_card_number: `************${card.lastFour}`,
+    type: "PHYSICAL",
+    status: "NEED_ACTIVATION",
+  });
+  assert.equal(data.account.id, card.accountId);
+  assert.equal(typeof data.account.reference, "number");
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 74_925n);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 25_075n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+  const movements = expectOk(
+    await call<{
+      movements: {
+        items: Array<{ type: string; amount: number; kind: string; description: string }>;
+        total: number;
+      };
+    }>(t.app, "GET", `/v1/cards/${card.id}/movements`, { token: tenant.token }),
+  );
+  assert.equal(movements.movements.total, 1);
+  assert.deepEqual(
+    { ...movements.movements.items[0], id: undefined, entry_id: undefined, created_at: undefined },
+    {
+      id: undefined,
+      entry_id: undefined,
+      created_at: undefined,
+      type: "CREDIT",
+      amount: 250.75,
+      kind: "CARD_PAYMENT",
+      description: "Nómina quincenal",
+    },
+  );
+  const detail = expectOk(
+    await call<{ card: { balance: number } }>(t.app, "GET", `/v1/cards/${card.id}`, { token: tenant.token }),
+  );
+  assert.equal(detail.card.balance, 250.75);
+});
+
+test("a ciphered PAN made with openssl pays the right card", async () => {
+  const tenant = await createTenant(t, { available: 100 });
+  const [, card] = await cardsFor(t, tenant, 2, { activate: true });
+  assert.ok(card);
+  const cipher = opensslEncrypt(t.ctx.systemKey.publicKeyPem, await panOf(t, card.id));
+  const data = expectOk(await pay(tenant, cipher, 10));
+  assert.equal(data.card.id, card.id);
+  assert.equal(data.card.status, "ACTIVE");
+  assert.equal(await balanceOf(t.ctx.db, card.id), 1000n);
+});
+
+test("every invalid field is refused with 1000 and moves nothing", async () => {
+  const tenant = await createTenant(t, { available: 100 });
+  const [card] = await cardsFor(t, tenant, 1);
+  assert.ok(card);
+  const cases: Array<[unknown, Record<string, unknown>]> = [
+    [0, {}],
+    [-1, {}],
+    [1.001, {}],
+    ["10", {}],
+    [null, {}],
+    [Number(limits.amountCentsMax) / 100 + 0.01, {}],
+    [1, { payment_description: "" }],
+    [1, { payment_description: "d".repeat(33) }],
+    [1, { latitude: 90.1 }],
+    [1, { longitude: -180.5 }],
+    [1, { latitude: 19.123456 }],
+    [1, { latitude: "19.4" }],
+    [1, { extra: true }],
+  ];
+  for (const [amount, extra] of cases) expectError(await pay(tenant, card.id, amount, extra), 1000, 400);
+  expectOk(
+    await pay(tenant, card.id, 1, { payment_description: "d".repeat(32), latitude: -90, longitude: 180 }),
+  );
+  expectError(await pay(tenant, "4111111111111111", 1), 1301, 400);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 9_900n);
+});
+
+test("rejections: insufficient balance 5401, blocked or canceled card 5402, another tenant's card 3302", async () => {
+  const tenant = await createTenant(t, { available: 50 });
+  const [card, blocked, canceled] = await cardsFor(t, tenant, 3, { activate: true });
+  assert.ok(card && blocked && canceled);
+  expectError(await pay(tenant, card.id, 50.01), 5401, 422);
+  const status = (id: string, s: string) =>
+    call(t.app, "PUT", "/v1/cards/status", {
+      token: tenant.token,
+      body: { card_number: id, status: s, ...where },
+    });
+  expectOk(await status(blocked.id, "TEMPORARY_INACTIVE"));
+  expectOk(await status(canceled.id, "CANCELED"));
+  expectError(await pay(tenant, blocked.id, 1), 5402, 422);
+  expectError(await pay(tenant, canceled.id, 1), 5402, 422);
+  const stranger = await createTenant(t, { available: 50 });
+  expectError(await pay(stranger, card.id, 1), 3302, 404);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 5_000n);
+  assert.equal(await balanceOf(t.ctx.db, stranger.clientId), 5_000n);
+  expectOk(await pay(tenant, card.id, 50));
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 0n);
+});
+
+test("an idempotent retry pays once, even when the retries race; another body with the key is 409", async () => {
+  const tenant = await createTenant(t, { available: 100 });
+  const [card] = await cardsFor(t, tenant, 1);
+  assert.ok(card);
+  const key = { "idempotency-key": "pay-1" };
+  const first = expectOk(await pay(tenant, card.id, 10, {}, key));
+  const again = await pay(tenant, card.id, 10, {}, key);
+  assert.deepEqual(expectOk(again), first);
+  assert.equal(again.headers["idempotent-replayed"], "true");
+  expectError(await pay(tenant, card.id, 11, {}, key), 4001, 409);
+  const racing = await Promise.all(
+    Array.from({ length: 10 }, () => pay(tenant, card.id, 5, {}, { "idempotency-key": "pay-2" })),
+  );
+  assert.equal(new Set(racing.map((r) => expectOk(r).operation.id)).size, 1);
+  const mixed = await Promise.all([
+    pay(tenant, card.id, 1, {}, { "idempotency-key": "pay-3" }),
+    pay(tenant, card.id, 2, {}, { "idempotency-key": "pay-3" }),
+  ]);
+  assert.deepEqual(mixed.map((r) => r.status).sort(), [200, 409]);
+  const paidOnce = 100n * 100n - 1000n - 500n - (mixed[0]?.status === 200 ? 100n : 200n);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), paidOnce);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+/** The final balance is below every refused amount: nothing affordable was refused. */
+function assertExactlyAffordable(
+  start: bigint,
+  amounts: bigint[],
+  responses: Response<Payment>[],
+  final: bigint,
+) {
+  let paid = 0n;
+  responses.forEach((response, i) => {
+    if (response.status === 200) paid += amounts[i] ?? 0n;
+    else expectError(response, 5401, 422);
+  });
+  assert.equal(final, start - paid);
+  assert.ok(final >= 0n);
+  responses.forEach((response, i) => {
+    if (response.status !== 200)
+      assert.ok((amounts[i] ?? 0n) > final, `a refused payment of ${amounts[i]} fits in ${final}`);
+  });
+}
+
+test("50 concurrent payments beyond the balance: exactly the affordable ones succeed", async () => {
+  const tenant = await createTenant(t, { available: 1000 });
+  const cards = await cardsFor(t, tenant, 5, { activate: true });
+  const amounts = Array.from({ length: 50 }, () => 3_000n); // 50 x 30.00 against 1000.00
+  const responses = await Promise.all(
+    amounts.map((a, i) => pay(tenant, cards[i % 5]?.id ?? "", Number(a) / 100)),
+  );
+  assert.equal(responses.filter((r) => r.status === 200).length, 33);
+  const final = await balanceOf(t.ctx.db, tenant.clientId);
+  assert.equal(final, 1_000n);
+  assertExactlyAffordable(100_000n, amounts, responses, final);
+  const onCards = await Promise.all(cards.map((c) => balanceOf(t.ctx.db, c.id)));
+  assert.equal(
+    onCards.reduce((a, b) => a + b, 0n),
+    99_000n,
+  );
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("property: random concurrent payments never overdraw and never refuse what fits", async () => {
+  const tenant = await createTenant(t);
+  const cards = await cardsFor(t, tenant, 3);
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.integer({ min: 1, max: 40_000 }), { minLength: 1, maxLength: 30 }),
+      fc.integer({ min: 0, max: 200_000 }),
+      async (raw, fund) => {
+        const start = await balanceOf(t.ctx.db, tenant.clientId);
+        if (fund > 0)
+          expectOk(
+            await call(t.app, "POST", "/v1/sandbox/funding", {
+              token: tenant.token,
+              body: { amount: fund / 100 },
+            }),
+          );
+        const before = start + BigInt(fund);
+        const amounts = raw.map(BigInt);
+        const responses = await Promise.all(
+          amounts.map((a, i) => pay(tenant, cards[i % 3]?.id ?? "", Number(a) / 100)),
+        );
+        assertExactlyAffordable(before, amounts, responses, await balanceOf(t.ctx.db, tenant.clientId));
+      },
+    ),
+    { numRuns: 15 },
+  );
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});

@@ -1,0 +1,272 @@
+// Proves collection accounts (a valid, unique CLABE per client) and incoming SPEI: signed abonos
+// credit once through a balanced entry, unsigned/forged/stale ones are refused, unknown CLABEs
+// are returned with cause 01, and the sandbox simulates transfers through the same path.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, test } from "node:test";
+import fc from "fast-check";
+import { isValidClabe } from "../src/domain/clabe.ts";
+import { systemAccounts } from "../src/ledger/accounts.ts";
+import { balanceOf, createAccount } from "../src/ledger/ledger.ts";
+import { insertClient } from "../src/modules/clients/repository.ts";
+import { createCollectionAccount } from "../src/modules/transfers/service.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { abono, assertLedgerBalanced, eventsOf, postSigned } from "./helpers/rails.ts";
+
+const secret = "rail-secret-for-tests";
+const incoming = "/v1/rails/spei/incoming";
+
+let t: TestApp;
+let tenant: Tenant;
+before(async () => {
+  t = await startTestApp({ speiWebhookSecret: secret });
+  tenant = await createTenant(t);
+});
+after(() => t.close());
+
+interface AbonoAnswer {
+  mensaje: "confirmar" | "devolver";
+  duplicate?: boolean;
+  transfer_operation?: Record<string, unknown> & { id: string; monto: number };
+  causa_devolucion?: string;
+  descripcion?: string;
+}
+
+const operationsOf = async (clabe: string) =>
+  t.ctx.db
+    .selectFrom("transfer_operations as o")
+    .innerJoin("collection_accounts as a", "a.id", "o.collection_account_id")
+    .select(["o.id", "o.monto_cents"])
+    .where("a.clabe", "=", clabe)
+    .execute();
+
+test("every tenant has one valid collection CLABE with the configured prefix; GET lists exactly the caller's", async () => {
+  const other = await createTenant(t);
+  assert.ok(isValidClabe(tenant.clabe));
+  assert.match(tenant.clabe, /^646180[0-9]{12}$/);
+  assert.notEqual(tenant.clabe, other.clabe);
+  const data = expectOk(
+    await call<{ collection_accounts: Array<Record<string, unknown>> }>(
+      t.app,
+      "GET",
+      "/v1/transfer/clabe/collection",
+      {
+        token: tenant.token,
+      },
+    ),
+  );
+  assert.equal(data.collection_accounts.length, 1);
+  const [account] = data.collection_accounts;
+  assert.deepEqual(Object.keys(account ?? {}).sort(), [
+    "bank",
+    "clabe",
+    "client_id",
+    "created_at",
+    "id",
+    "status",
+  ]);
+  assert.equal(account?.clabe, tenant.clabe);
+  assert.equal(account?.client_id, tenant.clientId);
+  assert.deepEqual(account?.bank, { key: "90646", value: "STP" });
+  assert.deepEqual(account?.status, { key: "ACTIVE", value: "Activo" });
+  expectError(await call(t.app, "GET", "/v1/transfer/clabe/collection"), 2001, 401);
+});
+
+test("CLABE generation (property): any bank prefix gives valid, unique CLABEs carrying that prefix", async () => {
+  const clientId = randomUUID();
+  await t.ctx.db.transaction().execute(async (tx) => {
+    await insertClient(tx, { id: clientId, name: "Clabe property", alias: "CLB" }, null);
+    await createAccount(tx, { id: clientId, kind: "CLIENT_MAIN", clientId });
+  });
+  const seen = new Set<string>();
+  await fc.assert(
+    fc.asyncProperty(fc.stringMatching(/^[0-9]{3}$/), async (prefix) => {
+      const { clabe } = await t.ctx.db
+        .transaction()
+        .execute((tx) => createCollectionAccount(tx, clientId, prefix));
+      assert.ok(isValidClabe(clabe), clabe);
+      assert.equal(clabe.slice(0, 3), prefix);
+      assert.equal(clabe.slice(3, 6), "180");
+      assert.ok(!seen.has(clabe), `duplicate ${clabe}`);
+      seen.add(clabe);
+    }),
+    { numRuns: 40 },
+  );
+});
+
+test("a signed abono to a known CLABE credits the main balance once, stores the 2.8 record and emits the event", async () => {
+  const before = await balanceOf(t.ctx.db, tenant.clientId);
+  const speiInBefore = await balanceOf(t.ctx.db, systemAccounts.speiIn);
+  const body = abono(tenant.clabe, {
+    Monto: 1234.56,
+    FechaOperacion: "2025-01-20",
+    TsLiquidacion: 1737380000000,
+  });
+  const data = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.equal(data.mensaje, "confirmar");
+  assert.equal(data.duplicate, false);
+  const record = data.transfer_operation;
+  assert.ok(record);
+  assert.equal(record.monto, 1234.56);
+  assert.equal(record.fecha_operacion, "2025-01-20");
+  assert.equal(record.clave_rastreo, body.ClaveRastreo);
+  assert.equal(record.transfer_id, String(body.Id));
+  assert.equal(record.cuenta_beneficiario, tenant.clabe);
+  assert.equal(record.institucion_ordenante, "40012");
+  assert.equal(record.referencia_numerica, "1234567");
+  assert.equal(record.cambio_estado_estado, "LIQUIDACION");
+  assert.equal(record.ts_liquidacion, new Date(1737380000000).toISOString());
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), before + 123456n);
+  assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiIn), speiInBefore - 123456n);
+  const events = await eventsOf(t, tenant.clientId, "transfer.in.received");
+  assert.deepEqual(events.at(-1), { clabe: tenant.clabe, ...record });
+  await assertLedgerBalanced(t);
+});
+
+test("unsigned, forged, tampered and stale callbacks are 2501 and credit nothing", async () => {
+  const body = abono(tenant.clabe);
+  const raw = JSON.stringify(body);
+  const before = await balanceOf(t.ctx.db, tenant.clientId);
+  const now = Math.floor(Date.now() / 1000);
+  const cases = [
+    postSigned(t, incoming, body, { header: null }),
+    postSigned(t, incoming, body, { header: "" }),
+    postSigned(t, incoming, body, { header: "garbage" }),
+    postSigned(t, incoming, body, { secret: "another-secret" }),
+    postSigned(t, incoming, body, { header: `t=${now},v1=${"0".repeat(64)}` }),
+    // Signed over one body, sent with another (the amount raised).
+    postSigned(t, incoming, body, {
+      raw: raw.replace('"Monto":150.25', '"Monto":999999'),
+      header: (await import("../src/modules/transfers/signature.ts")).signSpeiCallback(secret, raw, now),
+    }),
+    postSigned(t, incoming, body, { timestamp: now - 3600 }),
+    postSigned(t, incoming, body, { timestamp: now + 3600 }),
+  ];
+  for (const response of await Promise.all(cases)) expectError(response, 2501, 401);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), before);
+  assert.equal((await operationsOf(tenant.clabe)).filter((o) => o.monto_cents === 999999_00n).length, 0);
+  // A bearer token is no substitute for the rail's signature.
+  expectError(await call(t.app, "POST", incoming, { token: tenant.token, body }), 2501, 401);
+});
+
+test("the same abono delivered twice (and concurrently) credits once and confirms every time", async () => {
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, { Monto: 500 });
+  const first = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  const again = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.equal(again.mensaje, "confirmar");
+  assert.equal(again.duplicate, true);
+  assert.deepEqual(again.transfer_operation, first.transfer_operation);
+  const racing = abono(fresh.clabe, { Monto: 7 });
+  const answers = await Promise.all(Array.from({ length: 6 }, () => postSigned(t, incoming, racing)));
+  const ids = new Set(answers.map((r) => (expectOk(r) as AbonoAnswer).transfer_operation?.id));
+  assert.equal(ids.size, 1);
+  assert.equal(answers.filter((r) => (r.body.data as AbonoAnswer).duplicate === false).length, 1);
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 50700n);
+  assert.equal((await operationsOf(fresh.clabe)).length, 2);
+  assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 2);
+  await assertLedgerBalanced(t);
+});
+
+test("the same tracking key and day on a different transfer is returned with cause 30", async () => {
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, { Monto: 10 });
+  expectOk(await postSigned(t, incoming, body));
+  const clash = expectOk(await postSigned(t, incoming, { ...body, Monto: 11 })) as AbonoAnswer;
+  assert.deepEqual(clash, {
+    mensaje: "devolver",
+    causa_devolucion: "30",
+    descripcion: "Clave de rastreo duplicada para el emisor y día de operación",
+  });
+  // The same key from another sending participant is another transfer.
+  const other = expectOk(
+    await postSigned(t, incoming, { ...body, InstitucionOrdenante: 40014 }),
+  ) as AbonoAnswer;
+  assert.equal(other.duplicate, false);
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 2000n);
+});
+
+test("an unknown CLABE is returned with cause 01 and credits nothing; a non-CLABE account type 17; above the limit 20", async () => {
+  const speiIn = await balanceOf(t.ctx.db, systemAccounts.speiIn);
+  const unknown = "646180999999999990";
+  const data = expectOk(await postSigned(t, incoming, abono(unknown))) as AbonoAnswer;
+  assert.deepEqual(data, { mensaje: "devolver", causa_devolucion: "01", descripcion: "Cuenta inexistente" });
+  const foreign = expectOk(await postSigned(t, incoming, abono("032180000118359719"))) as AbonoAnswer;
+  assert.equal(foreign.causa_devolucion, "01");
+  const typed = expectOk(
+    await postSigned(t, incoming, abono(tenant.clabe, { TipoCuentaBeneficiario: 3 })),
+  ) as AbonoAnswer;
+  assert.equal(typed.causa_devolucion, "17");
+  assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiIn), speiIn);
+  assert.equal((await operationsOf(unknown)).length, 0);
+});
+
+test("a signed but malformed abono is 400 with the failed fields; STP-style integer and text forms both parse", async () => {
+  const bad = expectError(
+    await postSigned(
+      t,
+      incoming,
+      abono(tenant.clabe, { Monto: 1.234, ClaveRastreo: "con espacio", FechaOperacion: 20250230 }),
+    ),
+    1000,
+    400,
+  );
+  const fields = (bad.body.data as { details: Array<{ field: string }> }).details.map((d) => d.field);
+  assert.ok(fields.includes("Monto") && fields.includes("ClaveRastreo"), fields.join());
+  const ok = expectOk(
+    await postSigned(
+      t,
+      incoming,
+      abono(tenant.clabe, {
+        FechaOperacion: "20250121",
+        InstitucionOrdenante: "40012",
+        ReferenciaNumerica: "77",
+        Extra: 1,
+      }),
+    ),
+  ) as AbonoAnswer;
+  assert.equal(ok.transfer_operation?.fecha_operacion, "2025-01-21");
+  expectError(await postSigned(t, incoming, abono(tenant.clabe, { FechaOperacion: 20250230 })), 1000, 400);
+  expectError(await postSigned(t, incoming, null, { raw: "{not json" }), 1001, 400);
+});
+
+test("with no secret configured the rail routes refuse every call with 6501", async () => {
+  const bare = await startTestApp();
+  try {
+    const someone = await createTenant(bare);
+    const body = abono(someone.clabe);
+    expectError(await postSigned(bare, incoming, body, { secret: "anything" }), 6501, 503);
+    expectError(await postSigned(bare, incoming, body, { header: null }), 6501, 503);
+    expectError(await postSigned(bare, "/v1/rails/spei/order-state", {}, { secret: "x" }), 6501, 503);
+    assert.equal(await balanceOf(bare.ctx.db, someone.clientId), 0n);
+  } finally {
+    await bare.close();
+  }
+});
+
+test("sandbox incoming credits one of your CLABEs through the same path; another tenant's CLABE is 404", async () => {
+  const fresh = await createTenant(t);
+  const sandbox = (token: string, body: unknown, key?: string) =>
+    call<AbonoAnswer>(t.app, "POST", "/v1/sandbox/spei/incoming", {
+      token,
+      body,
+      ...(key ? { headers: { "idempotency-key": key } } : {}),
+    });
+  const first = expectOk(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 250.5 }, "in-1"));
+  assert.equal(first.mensaje, "confirmar");
+  assert.equal(first.transfer_operation?.monto, 250.5);
+  assert.equal(first.transfer_operation?.cuenta_beneficiario, fresh.clabe);
+  const replay = await sandbox(fresh.token, { clabe: fresh.clabe, amount: 250.5 }, "in-1");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.deepEqual(replay.body, { success: true, code: 0, message: "OK", data: first });
+  const fixed = { clabe: fresh.clabe, amount: 1, tracking_key: "SBXFIXED1", operation_date: "2025-02-01" };
+  expectOk(await sandbox(fresh.token, fixed));
+  assert.equal(expectOk(await sandbox(fresh.token, fixed)).duplicate, true);
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 25150n);
+  expectError(await sandbox(tenant.token, { clabe: fresh.clabe, amount: 1 }), 3501, 404);
+  expectError(await sandbox(fresh.token, { clabe: "646180999999999990", amount: 1 }), 3501, 404);
+  expectError(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 0 }), 1000, 400);
+  assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 2);
+  await assertLedgerBalanced(t);
+});

@@ -1,0 +1,442 @@
+// Proves the transfer-out engine: the exact debit (amount + FLAT commission + 16% IVA half-up),
+// insufficient balance changes nothing, the outbox hands each order to the rail exactly once
+// across crashes and concurrent dispatchers, settlement and returns (full refund) keep the ledger
+// balanced, and orders are visible only inside the caller's subtree.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, beforeEach, test } from "node:test";
+import { sql } from "kysely";
+import type { Db } from "../src/db/database.ts";
+import { AppError } from "../src/errors.ts";
+import { systemAccounts } from "../src/ledger/accounts.ts";
+import { balanceOf } from "../src/ledger/ledger.ts";
+import { type BeneficiaryInput, validateBeneficiary } from "../src/modules/transfers/beneficiary.ts";
+import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
+import { applySpeiStateChange, createSpeiOrder, type SpeiOrder } from "../src/modules/transfers/outgoing.ts";
+import { RailUnavailableError, type SpeiRail } from "../src/rails/spei/port.ts";
+import { SpeiSimulator } from "../src/rails/spei/simulator.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import {
+  assertLedgerBalanced,
+  eventsOf,
+  expireRailLeases,
+  fundedCardAccount,
+  postSigned,
+  speiSimulator,
+} from "./helpers/rails.ts";
+
+const secret = "rail-secret-out";
+let t: TestApp;
+let tenant: Tenant;
+before(async () => {
+  t = await startTestApp({ speiWebhookSecret: secret });
+  tenant = await createTenant(t);
+});
+after(() => t.close());
+beforeEach(() => {
+  const sim = speiSimulator(t);
+  sim.decide = undefined;
+  sim.hold();
+});
+
+const beneficiary: BeneficiaryInput = {
+  payment_concept: "Renta marzo",
+  beneficiary_account: "012180000118359713",
+  beneficiary_institution: "40012",
+  beneficiary_name: "MARIA LOPEZ",
+  numeric_reference: "1234567",
+  beneficiary_rfc_curp: "ND",
+  beneficiary_email: "maria@example.com",
+};
+
+async function order(
+  payer: string,
+  amountCents: bigint,
+  commissionCents: bigint,
+  who = tenant,
+): Promise<SpeiOrder> {
+  return t.ctx.db.transaction().execute((tx) =>
+    createSpeiOrder(tx, {
+      clientId: who.clientId,
+      payerAccountId: payer,
+      cardId: null,
+      amountCents,
+      commissionCents,
+      beneficiary: validateBeneficiary(beneficiary),
+    }),
+  );
+}
+
+const statusOf = async (id: string) =>
+  (await t.ctx.db.selectFrom("spei_orders").select("status").where("id", "=", id).executeTakeFirstOrThrow())
+    .status;
+const dispatch = (rail: SpeiRail = t.ctx.rails.spei, db: Db = t.ctx.db) => dispatchSpeiOrders({ db, rail });
+const getOrder = (who: Tenant, id: string) =>
+  call<{ transfer: Record<string, unknown> }>(t.app, "GET", `/v1/transfer/cards/${id}`, { token: who.token });
+
+test("the payer is debited amount + commission + IVA (16%, half-up); each lands in its account", async () => {
+  const cases: Array<[bigint, bigint, bigint]> = [
+    // amount, FLAT commission, expected IVA (centavos)
+    [100000n, 750n, 120n],
+    [100n, 3n, 0n], // 0.0048 -> 0.00
+    [100n, 5n, 1n], // 0.008 -> 0.01
+    [12345n, 313n, 50n], // 50.08 -> 50
+    [12345n, 1000n, 160n],
+    [50n, 0n, 0n],
+  ];
+  for (const [amount, commission, iva] of cases) {
+    const payer = await fundedCardAccount(t, tenant.clientId, 200000n);
+    const before = {
+      out: await balanceOf(t.ctx.db, systemAccounts.speiOut),
+      fee: await balanceOf(t.ctx.db, systemAccounts.commissionRevenue),
+      iva: await balanceOf(t.ctx.db, systemAccounts.ivaPayable),
+    };
+    const created = await order(payer, amount, commission);
+    assert.equal(created.ivaCents, iva, `IVA of ${commission}`);
+    assert.equal(created.totalCents, amount + commission + iva);
+    assert.equal(await balanceOf(t.ctx.db, payer), 200000n - amount - commission - iva);
+    assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiOut), before.out + amount);
+    assert.equal(await balanceOf(t.ctx.db, systemAccounts.commissionRevenue), before.fee + commission);
+    assert.equal(await balanceOf(t.ctx.db, systemAccounts.ivaPayable), before.iva + iva);
+    assert.match(created.trackingKey, /^[0-9A-Z]{1,30}$/);
+    assert.equal(created.status, "PENDIENTE");
+    assert.equal(created.view.commission_type, "FLAT");
+  }
+  await assertLedgerBalanced(t);
+});
+
+test("the order is stored, queued in the outbox and announced in the same transaction", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 10000n);
+  const created = await order(payer, 1000n, 500n);
+  const queued = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select(["rail", "attempts"])
+    .where("ref_id", "=", created.id)
+    .executeTakeFirstOrThrow();
+  assert.deepEqual(queued, { rail: "SPEI", attempts: 0 });
+  const events = await eventsOf(t, tenant.clientId, "transfer.out.created");
+  assert.deepEqual(events.at(-1), created.view);
+  const view = expectOk(await getOrder(tenant, created.id)).transfer;
+  assert.deepEqual(view, { ...created.view });
+  assert.equal(view.reference_operation, created.referenceOperation);
+  assert.equal(view.amount, 10);
+  assert.equal(view.commission, 5);
+  assert.equal(view.iva, 0.8);
+  assert.equal(view.total, 15.8);
+  assert.deepEqual(view.beneficiary, {
+    account: beneficiary.beneficiary_account,
+    account_type: "CLABE",
+    institution: { key: "40012", value: "BBVA Mexico" },
+    name: "MARIA LOPEZ",
+    rfc_curp: "ND",
+    email: "maria@example.com",
+  });
+});
+
+test("insufficient balance: 5501, and no order, job, event or movement", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 10000n);
+  const count = async (table: "spei_orders" | "rail_outbox" | "events") =>
+    Number(
+      (await sql<{ n: string }>`select count(*)::text as n from ${sql.table(table)}`.execute(t.ctx.db))
+        .rows[0]?.n,
+    );
+  const before = [await count("spei_orders"), await count("rail_outbox"), await count("events")];
+  const out = await balanceOf(t.ctx.db, systemAccounts.speiOut);
+  // 9,900 + 100 commission + 16 IVA = 10,016 > 10,000.
+  await assert.rejects(order(payer, 9900n, 100n), (error: unknown) => {
+    assert.ok(error instanceof AppError);
+    assert.equal(error.def.code, 5501);
+    assert.equal(error.def.status, 422);
+    return true;
+  });
+  assert.deepEqual([await count("spei_orders"), await count("rail_outbox"), await count("events")], before);
+  assert.equal(await balanceOf(t.ctx.db, payer), 10000n);
+  assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiOut), out);
+  // Exactly enough is fine.
+  await order(payer, 9884n, 100n);
+  assert.equal(await balanceOf(t.ctx.db, payer), 0n);
+});
+
+test("dispatch hands the order to the rail (ENVIADA); the rail settles it later (LIQUIDADA, ts_liquidacion)", async () => {
+  const sim = speiSimulator(t);
+  const payer = await fundedCardAccount(t, tenant.clientId, 50000n);
+  const created = await order(payer, 20000n, 750n);
+  assert.ok((await dispatch()) >= 1);
+  assert.equal(await statusOf(created.id), "ENVIADA");
+  const sent = sim.submissions.filter((s) => s.trackingKey === created.trackingKey);
+  assert.equal(sent.length, 1);
+  assert.equal(sent[0]?.amountCents, 20000n);
+  assert.equal(sent[0]?.beneficiaryAccountType, "40");
+  await sim.flush();
+  const view = expectOk(await getOrder(tenant, created.id)).transfer;
+  assert.equal(view.status, "LIQUIDADA");
+  assert.match(String(view.ts_liquidacion), /^\d{4}-\d{2}-\d{2}T/);
+  assert.equal(view.return_cause, null);
+  assert.deepEqual((await eventsOf(t, tenant.clientId, "transfer.out.settled")).at(-1), view);
+  assert.equal(await balanceOf(t.ctx.db, payer), 50000n - 20870n);
+  const job = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select("id")
+    .where("ref_id", "=", created.id)
+    .executeTakeFirst();
+  assert.equal(job, undefined);
+  await assertLedgerBalanced(t);
+});
+
+test("a return (DEVUELTA with its Banxico cause) refunds amount, commission and IVA; late callbacks are ignored", async () => {
+  const sim = speiSimulator(t);
+  sim.decide = () => ({ estado: "DEVOLUCION", causa: "03" });
+  const payer = await fundedCardAccount(t, tenant.clientId, 50000n);
+  const fees = await balanceOf(t.ctx.db, systemAccounts.commissionRevenue);
+  const created = await order(payer, 20000n, 750n);
+  await dispatch();
+  await sim.flush();
+  const view = expectOk(await getOrder(tenant, created.id)).transfer;
+  assert.equal(view.status, "DEVUELTA");
+  assert.deepEqual(view.return_cause, { code: "03", description: "Cuenta cancelada" });
+  assert.equal(await balanceOf(t.ctx.db, payer), 50000n);
+  assert.equal(await balanceOf(t.ctx.db, systemAccounts.commissionRevenue), fees);
+  assert.deepEqual((await eventsOf(t, tenant.clientId, "transfer.out.returned")).at(-1), view);
+  // The rail repeating itself, or settling a returned order, changes nothing.
+  const late = await postSigned(t, "/v1/rails/spei/order-state", {
+    ClaveRastreo: created.trackingKey,
+    FechaOperacion: created.operationDate,
+    Estado: "LIQUIDACION",
+  });
+  assert.equal((expectOk(late) as { applied: boolean }).applied, false);
+  assert.equal(await balanceOf(t.ctx.db, payer), 50000n);
+  await assertLedgerBalanced(t);
+});
+
+test("a settled order can still be returned by the receiving bank; the refund is posted once", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const created = await order(payer, 10000n, 1000n);
+  await dispatch();
+  await speiSimulator(t).flush();
+  assert.equal(await statusOf(created.id), "LIQUIDADA");
+  const signed = (estado: string, extra: Record<string, unknown> = {}) =>
+    postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: created.trackingKey,
+      FechaOperacion: created.operationDate.replace(/-/g, ""),
+      Estado: estado,
+      ...extra,
+    });
+  const returned = expectOk(
+    await signed("DEVOLUCION", { CausaDevolucion: "01", Detalle: "Cuenta inexistente" }),
+  );
+  assert.equal((returned as { applied: boolean }).applied, true);
+  expectOk(await signed("DEVOLUCION", { CausaDevolucion: "01" }));
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  expectError(await signed("DEVOLUCION", { CausaDevolucion: "1" }), 1000, 400);
+  expectError(
+    await postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: "NOSUCHKEY1",
+      FechaOperacion: created.operationDate,
+      Estado: "LIQUIDACION",
+    }),
+    3502,
+    404,
+  );
+  expectError(
+    await postSigned(
+      t,
+      "/v1/rails/spei/order-state",
+      { ClaveRastreo: created.trackingKey, Estado: "X" },
+      { header: null },
+    ),
+    2501,
+    401,
+  );
+  await assertLedgerBalanced(t);
+});
+
+test("a crash between commit and hand-over loses nothing; a lost rail answer does not duplicate the order", async () => {
+  const sim = speiSimulator(t);
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  // Committed, then the process "dies" before any dispatcher ran: the job is in the outbox.
+  const created = await order(payer, 1000n, 0n);
+  // The next dispatcher reaches the rail, but its answer is lost (the process dies right after).
+  const lostAnswer: SpeiRail = {
+    submitOrder: async (message) => {
+      await sim.submitOrder(message);
+      throw new RailUnavailableError("connection reset after sending");
+    },
+    onStateChange: () => {},
+    close: async () => {},
+  };
+  await dispatch(lostAnswer);
+  assert.equal(await statusOf(created.id), "PENDIENTE");
+  const job = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select(["attempts", "last_error"])
+    .where("ref_id", "=", created.id)
+    .executeTakeFirstOrThrow();
+  assert.equal(job.attempts, 1);
+  assert.match(job.last_error ?? "", /connection reset/);
+  // Not due yet (backoff): nothing is sent again early.
+  await dispatch();
+  assert.equal(sim.submissions.filter((s) => s.trackingKey === created.trackingKey).length, 1);
+  // Time passes; the order is re-sent, and the rail recognises its tracking key.
+  await expireRailLeases(t);
+  await dispatch();
+  assert.equal(sim.submissions.filter((s) => s.trackingKey === created.trackingKey).length, 2);
+  assert.equal(await statusOf(created.id), "ENVIADA");
+  const accepted = sim.ordersAccepted;
+  await sim.flush();
+  assert.equal(sim.ordersAccepted, accepted);
+  assert.equal(await statusOf(created.id), "LIQUIDADA");
+  assert.equal(await balanceOf(t.ctx.db, payer), 29000n);
+  await assertLedgerBalanced(t);
+});
+
+test("an order the rail lost (a restarted simulator) is sent again at the settlement check, and settles once", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const created = await order(payer, 1000n, 100n);
+  await dispatch();
+  assert.equal(await statusOf(created.id), "ENVIADA");
+  const restarted = new SpeiSimulator({ settleDelayMs: 0, returnProbability: 0, unavailableProbability: 0 });
+  restarted.hold();
+  restarted.onStateChange(async (change) => {
+    await applySpeiStateChange(t.ctx.db, change);
+  });
+  await dispatch(restarted);
+  assert.equal(restarted.submissions.length, 0, "not due before the settlement check");
+  await expireRailLeases(t);
+  await dispatch(restarted);
+  assert.equal(restarted.submissions.filter((s) => s.trackingKey === created.trackingKey).length, 1);
+  await restarted.flush();
+  await restarted.close();
+  assert.equal(await statusOf(created.id), "LIQUIDADA");
+  const job = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select("id")
+    .where("ref_id", "=", created.id)
+    .executeTakeFirst();
+  assert.equal(job, undefined);
+  // The first simulator's own outcome arrives late and changes nothing.
+  await speiSimulator(t).flush();
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n - 1116n);
+  assert.equal(
+    (await eventsOf(t, tenant.clientId, "transfer.out.settled")).filter((e) => e.id === created.id).length,
+    1,
+  );
+  await assertLedgerBalanced(t);
+});
+
+test("concurrent dispatchers send each order exactly once (FOR UPDATE SKIP LOCKED)", async () => {
+  const sim = speiSimulator(t);
+  await expireRailLeases(t);
+  await dispatch();
+  const payer = await fundedCardAccount(t, tenant.clientId, 100000n);
+  const orders = [];
+  for (let i = 0; i < 12; i++) orders.push(await order(payer, 100n + BigInt(i), 0n));
+  const before = sim.submissions.length;
+  await Promise.all([dispatch(), dispatch(), dispatch()]);
+  const sent = sim.submissions.slice(before).map((s) => s.trackingKey);
+  assert.equal(sent.length, 12);
+  assert.equal(new Set(sent).size, 12);
+  for (const o of orders) assert.equal(await statusOf(o.id), "ENVIADA");
+  await sim.flush();
+});
+
+test("an unreachable rail is retried later; a refusal cancels the order with a full refund", async () => {
+  const sim = speiSimulator(t);
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  sim.decide = () => "UNAVAILABLE";
+  const waiting = await order(payer, 1000n, 100n);
+  await dispatch();
+  assert.equal(await statusOf(waiting.id), "PENDIENTE");
+  sim.decide = () => ({ reject: "Cuenta ordenante sin saldo en el participante" });
+  await expireRailLeases(t);
+  await dispatch();
+  const view = expectOk(await getOrder(tenant, waiting.id)).transfer;
+  assert.equal(view.status, "CANCELADA");
+  assert.equal(view.status_detail, "Cuenta ordenante sin saldo en el participante");
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  assert.equal((await eventsOf(t, tenant.clientId, "transfer.out.returned")).at(-1)?.status, "CANCELADA");
+  await assertLedgerBalanced(t);
+});
+
+test("sandbox forced return: DEVUELTA with the cause, idempotent, once; another tenant's order is 404", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const created = await order(payer, 5000n, 500n);
+  await dispatch();
+  const force = (who: Tenant, id: string, body: unknown, key?: string) =>
+    call<{ transfer: Record<string, unknown> }>(t.app, "POST", `/v1/sandbox/spei/orders/${id}/return`, {
+      token: who.token,
+      body,
+      ...(key ? { headers: { "idempotency-key": key } } : {}),
+    });
+  const stranger = await createTenant(t);
+  expectError(await force(stranger, created.id, {}), 3502, 404);
+  expectError(await getOrder(stranger, created.id), 3502, 404);
+  expectError(await force(tenant, created.id, { cause: "99" }), 1000, 400);
+  const first = await force(tenant, created.id, { cause: "02" }, "ret-1");
+  const view = expectOk(first).transfer;
+  assert.equal(view.status, "DEVUELTA");
+  assert.deepEqual(view.return_cause, { code: "02", description: "Cuenta bloqueada" });
+  const replay = await force(tenant, created.id, { cause: "02" }, "ret-1");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.deepEqual(replay.body, first.body);
+  expectError(await force(tenant, created.id, {}), 5502, 422);
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  // The simulator forgot its own outcome for the order: nothing further arrives.
+  assert.equal(await speiSimulator(t).flush(), 0);
+  assert.equal(await statusOf(created.id), "DEVUELTA");
+  expectError(await getOrder(tenant, randomUUID()), 3502, 404);
+  expectError(await getOrder(tenant, "not-a-uuid"), 1000, 400);
+  await assertLedgerBalanced(t);
+});
+
+test("beneficiary validation: every rule of 4.10, all failures listed at once", () => {
+  const failing = (patch: Partial<BeneficiaryInput>): string[] => {
+    try {
+      validateBeneficiary({ ...beneficiary, ...patch });
+      return [];
+    } catch (error) {
+      assert.ok(error instanceof AppError);
+      assert.equal(error.def.code, 1000);
+      return (error.details ?? []).map((d) => `${d.field}:${d.rule}`);
+    }
+  };
+  const ok = (patch: Partial<BeneficiaryInput>) =>
+    assert.deepEqual(failing(patch), [], JSON.stringify(patch));
+  ok({});
+  ok({ beneficiary_account: "5512345678" }); // a 10-digit phone
+  ok({ beneficiary_account: "4111111111111111" }); // a Luhn-valid card
+  ok({ beneficiary_account: "030180000118359711", beneficiary_institution: "40030" });
+  ok({ beneficiary_rfc_curp: "GODE561231GR8" });
+  ok({ beneficiary_rfc_curp: "ABC010101AB1" });
+  ok({ beneficiary_rfc_curp: "BOXW310820HNERXN09" });
+  ok({ numeric_reference: "1" });
+  ok({ numeric_reference: "0000001" });
+  ok({ beneficiary_name: "N".repeat(40), payment_concept: "C".repeat(40) });
+  const cases: Array<[Partial<BeneficiaryInput>, string]> = [
+    [{ beneficiary_account: "123456789" }, "beneficiary_account:pattern"],
+    [{ beneficiary_account: "12345678901" }, "beneficiary_account:pattern"],
+    [{ beneficiary_account: "12345678901234567" }, "beneficiary_account:pattern"],
+    [{ beneficiary_account: "012180000118359718" }, "beneficiary_account:clabe"],
+    [{ beneficiary_institution: "40030" }, "beneficiary_account:clabe_institution"],
+    [{ beneficiary_account: "4111111111111112" }, "beneficiary_account:luhn"],
+    [{ beneficiary_institution: "99999" }, "beneficiary_institution:catalog"],
+    [{ numeric_reference: "0" }, "numeric_reference:minimum"],
+    [{ numeric_reference: "12345678" }, "numeric_reference:pattern"],
+    [{ numeric_reference: "12a" }, "numeric_reference:pattern"],
+    [{ numeric_reference: "" }, "numeric_reference:pattern"],
+    [{ beneficiary_rfc_curp: "XX" }, "beneficiary_rfc_curp:rfc_curp"],
+    [{ beneficiary_rfc_curp: "JUAP800101HNEXXXA4" }, "beneficiary_rfc_curp:rfc_curp"],
+    [{ beneficiary_rfc_curp: "nd" }, "beneficiary_rfc_curp:rfc_curp"],
+    [{ beneficiary_name: "" }, "beneficiary_name:minLength"],
+    [{ beneficiary_name: "N".repeat(41) }, "beneficiary_name:maxLength"],
+    [{ beneficiary_name: "MARIA\nLOPEZ" }, "beneficiary_name:characters"],
+    [{ payment_concept: " " }, "payment_concept:minLength"],
+    [{ payment_concept: "C".repeat(41) }, "payment_concept:maxLength"],
+    [{ beneficiary_email: "not-an-email" }, "beneficiary_email:format"],
+  ];
+  for (const [patch, expected] of cases) assert.deepEqual(failing(patch), [expected], JSON.stringify(patch));
+  assert.deepEqual(
+    failing({ beneficiary_account: "1", numeric_reference: "0", beneficiary_email: "x" }).sort(),
+    ["beneficiary_account:pattern", "beneficiary_email:format", "numeric_reference:minimum"],
+  );
+});

@@ -1,0 +1,95 @@
+// Proves the Mexican-domain rules against domain-mx's own examples and with properties.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import fc from "fast-check";
+import { buildClabe, clabeControlDigit, isValidClabe } from "../../src/domain/clabe.ts";
+import { curpCheckDigit, curpProblem, isValidCurp } from "../../src/domain/curp.ts";
+import { isLuhnValid, luhnCheckDigit, randomPan } from "../../src/domain/luhn.ts";
+import { isValidRfc, rfcCheckDigit } from "../../src/domain/rfc.ts";
+
+test("CLABE: the domain example, and any single-digit change is caught", () => {
+  assert.ok(isValidClabe("032180000118359719"));
+  assert.equal(clabeControlDigit("03218000011835971"), 9);
+  assert.ok(!isValidClabe("032180000118359718"));
+  assert.ok(!isValidClabe("03218000011835971"));
+  fc.assert(
+    fc.property(
+      fc.stringMatching(/^[0-9]{17}$/),
+      fc.nat({ max: 16 }),
+      fc.integer({ min: 1, max: 9 }),
+      (body, at, bump) => {
+        const clabe = `${body}${clabeControlDigit(body)}`;
+        assert.ok(isValidClabe(clabe));
+        const changed = `${clabe.slice(0, at)}${(Number(clabe[at]) + bump) % 10}${clabe.slice(at + 1)}`;
+        // Weights 3, 7 and 1 are coprime with 10: any single-digit change alters the control digit.
+        assert.ok(!isValidClabe(changed));
+      },
+    ),
+  );
+  assert.equal(buildClabe("646", "180", 1n).length, 18);
+  assert.ok(isValidClabe(buildClabe("646", "180", 12345678901n)));
+  assert.throws(() => buildClabe("646", "180", 123456789012n), RangeError);
+});
+
+test("CURP: valid and invalid examples of domain-mx §3", () => {
+  for (const curp of ["BOXW310820HNERXN09", "XEXX010101HNEXXXA4", "HEGG560427MVZRRL04"]) {
+    assert.ok(isValidCurp(curp), curp);
+  }
+  assert.equal(curpProblem("JUAP800101HNEXXXA4"), "check_digit");
+  assert.equal(curpProblem("JUAP800101HDFNRN09"), "check_digit");
+  assert.equal(curpProblem("HEGG560427MZZRRL04"), "state");
+  assert.equal(curpProblem("HEGG561327MVZRRL04"), "date");
+  assert.equal(curpProblem("hegg560427MVZRRL04"), "format");
+  assert.equal(curpProblem("HEGG560427MVZRRL0"), "format");
+  fc.assert(
+    fc.property(
+      fc.stringMatching(
+        /^[A-Z]{4}[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|1[0-9]|2[0-8])[HM](DF|JC|NE)[A-Z]{3}[0-9A-Z]$/,
+      ),
+      (body) => {
+        assert.ok(isValidCurp(`${body}${curpCheckDigit(body)}`));
+        assert.ok(!isValidCurp(`${body}${(curpCheckDigit(body) + 1) % 10}`));
+      },
+    ),
+  );
+});
+
+test("RFC: format and date only, never the check digit", () => {
+  for (const rfc of [
+    "GODE561231GR8",
+    "XAXX010101000",
+    "ABC010101AB1",
+    "GODE561231",
+    "ÑAAA010101AAA",
+    "A&C010101AB1",
+  ]) {
+    assert.ok(isValidRfc(rfc), rfc);
+  }
+  for (const rfc of [
+    "GODE561331GR8",
+    "GO1E561231GR8",
+    "ABC010101",
+    "GODE561231GR",
+    "GODE561231GR81",
+    "gode561231gr8",
+  ]) {
+    assert.ok(!isValidRfc(rfc), rfc);
+  }
+  assert.equal(rfcCheckDigit("GODE561231GR8"), "8");
+  assert.notEqual(rfcCheckDigit("XAXX010101000"), "0");
+});
+
+test("Luhn: known numbers, generated PANs, single-digit errors", () => {
+  assert.ok(isLuhnValid("4111111111111111"));
+  assert.ok(isLuhnValid("5555555555554444"));
+  assert.ok(!isLuhnValid("4111111111111112"));
+  assert.equal(luhnCheckDigit("411111111111111"), 1);
+  fc.assert(
+    fc.property(fc.stringMatching(/^[0-9]{6,8}$/), (bin) => {
+      const pan = randomPan(bin);
+      assert.equal(pan.length, 16);
+      assert.ok(pan.startsWith(bin));
+      assert.ok(isLuhnValid(pan));
+    }),
+  );
+});

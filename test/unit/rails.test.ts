@@ -1,0 +1,195 @@
+// Proves the pure pieces of SPEI and the simulators: the callback signature, listing positions
+// (property, against a naive list), cursors, tracking keys, and that the simulators are
+// asynchronous, deduplicate, fail when told to, and redeliver callbacks.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import fc from "fast-check";
+import {
+  isRealDate,
+  isTrackingKey,
+  newTrackingKey,
+  operationDateOf,
+  returnCauses,
+} from "../../src/domain/spei.ts";
+import { AppError } from "../../src/errors.ts";
+import { decodeCursor, encodeCursor, positionAt } from "../../src/modules/transfers/pagination.ts";
+import { signSpeiCallback, verifySpeiSignature } from "../../src/modules/transfers/signature.ts";
+import { AirtimeProviderUnavailableError } from "../../src/rails/airtime/port.ts";
+import { AirtimeSimulator } from "../../src/rails/airtime/simulator.ts";
+import {
+  RailUnavailableError,
+  type SpeiOrderMessage,
+  type SpeiStateChange,
+} from "../../src/rails/spei/port.ts";
+import { SpeiSimulator } from "../../src/rails/spei/simulator.ts";
+
+test("signature: the rail's HMAC over timestamp and exact body verifies; anything else does not", () => {
+  const body = Buffer.from('{"Monto":100}');
+  const now = 1_700_000_000;
+  const header = signSpeiCallback("s3cret", body, now);
+  assert.match(header, /^t=1700000000,v1=[0-9a-f]{64}$/);
+  assert.ok(verifySpeiSignature("s3cret", header, body, now, 300));
+  assert.ok(verifySpeiSignature("s3cret", header, body, now + 300, 300));
+  assert.ok(!verifySpeiSignature("s3cret", header, body, now + 301, 300));
+  assert.ok(!verifySpeiSignature("other", header, body, now, 300));
+  assert.ok(!verifySpeiSignature("s3cret", header, Buffer.from('{"Monto":1000}'), now, 300));
+  assert.ok(!verifySpeiSignature("s3cret", undefined, body, now, 300));
+  assert.ok(!verifySpeiSignature("s3cret", header.replace(/^t=\d+/, `t=${now + 1}`), body, now, 300));
+  // Rotation: an old and a new signature side by side; either secret verifies.
+  const both = `${header},v1=${signSpeiCallback("next", body, now).split("v1=")[1]}`;
+  assert.ok(verifySpeiSignature("next", both, body, now, 300));
+  assert.ok(verifySpeiSignature("s3cret", both, body, now, 300));
+});
+
+test("listing positions (property): positionAt agrees with walking the flat newest-first list", () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.integer({ min: 1, max: 20 }), { maxLength: 12 }),
+      fc.nat({ max: 300 }),
+      (counts, offset) => {
+        const days = counts.map((n, i) => ({
+          fecha: `2025-01-${String(31 - i).padStart(2, "0")}`,
+          operations: BigInt(n),
+        }));
+        const flat = days.flatMap((d) =>
+          Array.from({ length: Number(d.operations) }, (_, k) => ({
+            fecha: d.fecha,
+            seq: d.operations - BigInt(k),
+          })),
+        );
+        assert.deepEqual(positionAt(days, BigInt(offset)), flat[offset]);
+      },
+    ),
+  );
+});
+
+test("cursors round-trip; anything else is a 1000 on the cursor field", () => {
+  const cursor = { fecha: "2025-03-05", seq: 123456789012n, page: 7 };
+  assert.deepEqual(decodeCursor(encodeCursor(cursor)), cursor);
+  for (const bad of [
+    "",
+    "!!",
+    "x".repeat(300),
+    Buffer.from("{}").toString("base64url"),
+    Buffer.from('{"d":"2025-03-05","s":"0","p":1}').toString("base64url"),
+  ]) {
+    assert.throws(
+      () => decodeCursor(bad),
+      (error: unknown) => error instanceof AppError && error.details?.[0]?.field === "cursor",
+    );
+  }
+});
+
+test("tracking keys are at most 30 alphanumerics and carry the operation date; dates are Mexico City's", () => {
+  const keys = new Set<string>();
+  for (let i = 0; i < 1000; i++) {
+    const key = newTrackingKey("2025-03-05");
+    assert.ok(isTrackingKey(key) && key.length <= 30 && key.startsWith("EMS20250305"), key);
+    keys.add(key);
+  }
+  assert.equal(keys.size, 1000);
+  assert.ok(!isTrackingKey("A".repeat(31)) && !isTrackingKey("con espacio") && !isTrackingKey(""));
+  // 03:00 UTC on 6 March is still 5 March in Mexico City (UTC-6).
+  assert.equal(operationDateOf(new Date("2025-03-06T03:00:00Z")), "2025-03-05");
+  assert.ok(isRealDate("2024-02-29") && !isRealDate("2025-02-29") && !isRealDate("2025-3-1"));
+  assert.equal(returnCauses["01"], "Cuenta inexistente");
+});
+
+const order = (trackingKey: string): SpeiOrderMessage => ({
+  trackingKey,
+  operationDate: "2025-03-05",
+  amountCents: 100n,
+  beneficiaryAccount: "012180000118359713",
+  beneficiaryAccountType: "40",
+  beneficiaryInstitution: "40012",
+  beneficiaryName: "X",
+  beneficiaryRfcCurp: "ND",
+  paymentConcept: "c",
+  numericReference: "1",
+});
+
+test("SPEI simulator: answers asynchronously, deduplicates by tracking key, settles later on its own", async () => {
+  const sim = new SpeiSimulator({ settleDelayMs: 5, returnProbability: 0, unavailableProbability: 0 });
+  // The simulator's timers do not hold the process open (a server's socket does); this test must.
+  const keepAlive = setInterval(() => {}, 1000);
+  const changes: SpeiStateChange[] = [];
+  const settled = new Promise<void>((resolve) =>
+    sim.onStateChange(async (change) => {
+      changes.push(change);
+      resolve();
+    }),
+  );
+  let answered = false;
+  const pending = sim.submitOrder(order("K1")).then((r) => {
+    answered = true;
+    return r;
+  });
+  assert.equal(answered, false);
+  const first = await pending;
+  assert.deepEqual(await sim.submitOrder(order("K1")), first);
+  assert.equal(sim.ordersAccepted, 1);
+  assert.equal(sim.submissions.length, 2);
+  await settled;
+  assert.equal(changes.length, 1);
+  assert.equal(changes[0]?.estado, "LIQUIDACION");
+  assert.ok(changes[0]?.tsLiquidacion instanceof Date);
+  clearInterval(keepAlive);
+  await sim.close();
+});
+
+test("SPEI simulator: probabilities drive returns (with a Banxico cause) and outages; failed callbacks are redelivered", async () => {
+  const dice = [0.9, 0.1, 0.0]; // not unavailable, returned, first cause
+  const sim = new SpeiSimulator({
+    settleDelayMs: 1,
+    returnProbability: 0.5,
+    unavailableProbability: 0.5,
+    random: () => dice.shift() ?? 0,
+  });
+  sim.hold();
+  let calls = 0;
+  const seen: SpeiStateChange[] = [];
+  sim.onStateChange(async (change) => {
+    calls += 1;
+    if (calls === 1) throw new Error("database briefly down");
+    seen.push(change);
+  });
+  await sim.submitOrder(order("K2"));
+  assert.equal(await sim.flush(), 0);
+  assert.equal(await sim.flush(), 1);
+  assert.equal(seen[0]?.estado, "DEVOLUCION");
+  assert.equal(seen[0]?.causaDevolucion, "01");
+  // With the dice at 0 the rail is unreachable: nothing recorded, a retry draws again.
+  await assert.rejects(sim.submitOrder(order("K3")), RailUnavailableError);
+  assert.equal(sim.ordersAccepted, 1);
+  await sim.close();
+});
+
+test("airtime simulator: deduplicates by id, refuses impossible numbers, fails and goes away when told", async () => {
+  const sim = new AirtimeSimulator({ delayMs: 0, failureProbability: 0 });
+  const request = {
+    id: "t1",
+    sku: "TELCEL_50",
+    carrier: "TELCEL",
+    phoneNumber: "5512345678",
+    amountCents: 5000n,
+  };
+  const first = await sim.topup(request);
+  assert.equal(first.status, "COMPLETED");
+  assert.deepEqual(await sim.topup(request), first);
+  assert.equal(sim.delivered, 1);
+  const refused = await sim.topup({ ...request, id: "t2", phoneNumber: "1512345678" });
+  assert.deepEqual(refused, {
+    status: "FAILED",
+    reason: "Número no válido para el operador",
+    retryable: false,
+  });
+  const flaky = new AirtimeSimulator({ delayMs: 0, failureProbability: 1 });
+  assert.equal((await flaky.topup(request)).status, "FAILED");
+  sim.decide = () => "UNAVAILABLE";
+  await assert.rejects(sim.topup({ ...request, id: "t3" }), AirtimeProviderUnavailableError);
+  // Close ends a provider wait at once instead of leaving a request hanging.
+  const slow = new AirtimeSimulator({ delayMs: 60_000, failureProbability: 0 });
+  const waiting = slow.topup(request);
+  await slow.close();
+  assert.equal((await waiting).status, "COMPLETED");
+});
