@@ -1,0 +1,79 @@
+import autocannon from "autocannon";
+
+/** One autocannon run: throughput, latency and answers, after a warm-up of the same load. */
+export interface LoadResult {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  /** 2xx answers, warm-up included: what a money scenario must find in the books. */
+  ok2xxTotal: number;
+}
+
+export interface LoadOptions {
+  url: string;
+  method?: "GET" | "POST" | "PUT";
+  connections: number;
+  warmupSeconds: number;
+  seconds: number;
+  headers?: Record<string, string>;
+  /** Builds each request's body and headers; `context` is per connection. */
+  request?: (context: Record<string, unknown>) => {
+    body?: string;
+    headers?: Record<string, string>;
+    path?: string;
+  };
+  /** Sees each answer's status with its connection's context (e.g. to count 2xx per payer). */
+  onResponse?: (status: number, context: Record<string, unknown>) => void;
+}
+
+function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> {
+  const build = options.request;
+  const seen = options.onResponse;
+  return autocannon({
+    url: options.url,
+    method: options.method ?? "GET",
+    connections: options.connections,
+    duration: seconds,
+    timeout: 30,
+    headers: { "content-type": "application/json", ...options.headers },
+    ...(build
+      ? {
+          requests: [
+            {
+              setupRequest: (request: Record<string, unknown>, context: Record<string, unknown>) => {
+                const built = build(context);
+                return {
+                  ...request,
+                  ...(built.body !== undefined ? { body: built.body } : {}),
+                  ...(built.path ? { path: built.path } : {}),
+                  headers: { ...(request.headers as Record<string, string>), ...built.headers },
+                };
+              },
+              ...(seen
+                ? {
+                    onResponse: (status: number, _body: string, context: Record<string, unknown>) =>
+                      seen(status, context),
+                  }
+                : {}),
+            },
+          ],
+        }
+      : {}),
+  } as autocannon.Options);
+}
+
+export async function load(options: LoadOptions): Promise<LoadResult> {
+  const warm = options.warmupSeconds > 0 ? await run(options, options.warmupSeconds) : undefined;
+  const result = await run(options, options.seconds);
+  const answered = (r: autocannon.Result | undefined) => (r ? r["2xx"] : 0);
+  return {
+    rps: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+    ok2xxTotal: answered(warm) + answered(result),
+  };
+}

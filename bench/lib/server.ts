@@ -1,0 +1,89 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+
+/**
+ * An Emisor (or ceiling) server as a separate process, as in production: its URL from the banner,
+ * its peak resident memory per scenario (VmHWM, reset through /proc/<pid>/clear_refs), and the
+ * event-loop delay it reports on /metrics (prom-client resets the histogram on every scrape).
+ */
+export class ServerProcess {
+  readonly url: string;
+  /** What the process printed until it was ready (Emisor's banner, with first-start credentials). */
+  readonly banner: string;
+  readonly #child: ChildProcess;
+
+  private constructor(child: ChildProcess, url: string, banner: string) {
+    this.#child = child;
+    this.url = url;
+    this.banner = banner;
+  }
+
+  static start(
+    command: string,
+    args: string[],
+    env: Record<string, string>,
+    ready: RegExp,
+  ): Promise<ServerProcess> {
+    const child = spawn(command, args, {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server not ready in 120 s:\n${output}`)), 120_000);
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString();
+        const match = ready.exec(output);
+        if (match?.[1]) {
+          clearTimeout(timer);
+          child.stdout?.off("data", onData);
+          child.stdout?.resume();
+          resolve(new ServerProcess(child, match[1], output));
+        }
+      };
+      child.stdout?.on("data", onData);
+      child.stderr?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      child.on("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`server exited with ${code}:\n${output}`));
+      });
+    });
+  }
+
+  get pid(): number {
+    return this.#child.pid ?? 0;
+  }
+
+  /** Starts a new peak-memory window. */
+  resetPeakRss(): void {
+    try {
+      writeFileSync(`/proc/${this.pid}/clear_refs`, "5");
+    } catch {
+      // Without clear_refs the peak covers the process's whole life: still an upper bound.
+    }
+  }
+
+  /** Peak resident set size since the last reset, in MB. */
+  peakRssMb(): number {
+    const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
+    const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+    return Math.round(kb / 1024);
+  }
+
+  /** p99 event-loop delay since the previous call, in ms (prom-client's histogram). */
+  async eventLoopDelayP99Ms(): Promise<number> {
+    const text = await (await fetch(`${this.url}/metrics`)).text();
+    const value = /^emisor_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1];
+    return value ? Number(value) * 1000 : Number.NaN;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#child.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      this.#child.once("exit", () => resolve());
+      this.#child.kill("SIGTERM");
+    });
+  }
+}

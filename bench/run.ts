@@ -1,0 +1,652 @@
+/**
+ * `npm run bench`: Emisor measured against this machine's own ceilings, in one run.
+ *
+ *   npm run bench             the full run (about 8 minutes on 2 cores)
+ *   npm run bench -- --quick  smaller data and shorter runs, for iteration
+ *   npm run bench -- --smoke  seconds, tiny data, no targets (what CI runs so the harness cannot rot)
+ *
+ * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) to create throwaway
+ * databases, runs the production build (npm run build) as a separate process at LOG_LEVEL=warn,
+ * seeds through the CLI, the API and (bulk history) SQL, runs autocannon scenarios with a warm-up,
+ * checks the books after every money scenario, and prints and saves one table.
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir, totalmem } from "node:os";
+import path from "node:path";
+import { buildClabe } from "../src/domain/clabe.ts";
+import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
+import { type LoadOptions, type LoadResult, load } from "./lib/load.ts";
+import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
+import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
+import * as seed from "./lib/seed.ts";
+import { ServerProcess } from "./lib/server.ts";
+
+type Mode = "full" | "quick" | "smoke";
+const mode: Mode = process.argv.includes("--smoke")
+  ? "smoke"
+  : process.argv.includes("--quick")
+    ? "quick"
+    : "full";
+const size = {
+  full: {
+    warmup: 3,
+    seconds: 10,
+    hotCards: 1000,
+    clients: 64,
+    clientCards: 8,
+    transfers: 1_000_000,
+    history: 5_000_000,
+    pgScale: 50,
+    pgSeconds: 15,
+    rsaSeconds: 5,
+    pgliteCards: 200,
+  },
+  quick: {
+    warmup: 1,
+    seconds: 4,
+    hotCards: 300,
+    clients: 16,
+    clientCards: 4,
+    transfers: 100_000,
+    history: 0,
+    pgScale: 10,
+    pgSeconds: 5,
+    rsaSeconds: 2,
+    pgliteCards: 50,
+  },
+  smoke: {
+    warmup: 0,
+    seconds: 1,
+    hotCards: 20,
+    clients: 4,
+    clientCards: 2,
+    transfers: 1_000,
+    history: 0,
+    pgScale: 1,
+    pgSeconds: 2,
+    rsaSeconds: 1,
+    pgliteCards: 5,
+  },
+}[mode];
+
+interface Row {
+  key: string;
+  figure: string;
+  value: number;
+  unit: string;
+  ceiling?: number;
+  ratio?: number;
+  target?: string;
+  pass?: boolean;
+  detail?: string;
+}
+const rows: Row[] = [];
+const failures: string[] = [];
+function record(row: Row): void {
+  rows.push(row);
+  process.stdout.write(
+    `  ${row.figure}: ${row.value} ${row.unit}${row.ratio !== undefined ? ` (x${row.ratio})` : ""}${row.detail ? ` ${row.detail}` : ""}\n`,
+  );
+  if (row.pass === false && mode !== "smoke")
+    failures.push(`${row.figure}: ${row.value} ${row.unit} misses ${row.target}`);
+}
+const ratio = (value: number, ceiling: number) => Math.round((value / ceiling) * 100) / 100;
+const step = (text: string) => process.stdout.write(`\n== ${text}\n`);
+
+const baseUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+const pgs = new Postgres(baseUrl);
+const stamp = Date.now();
+const appDb = `emisor_bench_${stamp}`;
+const pgbenchDb = `emisor_bench_pgbench_${stamp}`;
+const masterKey = randomBytes(32).toString("hex");
+let peakRss = 0;
+/** Emisor is ready when its banner, ending with the login line, is out; group 1 is its URL. */
+const ready = /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/;
+
+async function scenario(server: ServerProcess, figure: string, options: LoadOptions): Promise<LoadResult> {
+  server.resetPeakRss();
+  const result = await load(options);
+  const rss = server.peakRssMb();
+  peakRss = Math.max(peakRss, rss);
+  const detail = `p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}, peak RSS ${rss} MB`;
+  if (result.non2xx > 0 || result.errors > 0)
+    failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  process.stdout.write(`  ${figure}: ${result.rps} req/s, ${detail}\n`);
+  return { ...result, p50: result.p50, p99: result.p99 };
+}
+
+async function ceilings(): Promise<Record<string, number>> {
+  step("ceilings: pgbench, one-statement payments, Fastify, RSA");
+  const pgbenchN = await pgbenchSimpleUpdate(pgs, pgbenchDb, size.pgScale, size.pgSeconds);
+  record({
+    key: "pgbench_simple_update_tps",
+    figure: `pgbench -N -s ${size.pgScale} -c 16 -j 2`,
+    value: pgbenchN,
+    unit: "tps",
+  });
+  const hotStatement = await pgbenchPaymentStatement(pgs, pgbenchDb, 1, 64, size.pgSeconds);
+  record({
+    key: "pgbench_payment_statement_hot_tps",
+    figure: "payment as one statement, one hot payer (pgbench, 64 clients)",
+    value: hotStatement,
+    unit: "tps",
+  });
+  const spreadStatement = await pgbenchPaymentStatement(pgs, pgbenchDb, 10_000, 64, size.pgSeconds);
+  record({
+    key: "pgbench_payment_statement_spread_tps",
+    figure: "payment as one statement, 10,000 payers (pgbench, 64 clients)",
+    value: spreadStatement,
+    unit: "tps",
+  });
+  await pgs.drop(pgbenchDb);
+  const ceiling = await ServerProcess.start(
+    process.execPath,
+    ["--import", "tsx", "bench/ceiling-server.ts"],
+    {},
+    /listening on (\S+)/,
+  );
+  const fastify = await load({
+    url: `${ceiling.url}/`,
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+  });
+  await ceiling.stop();
+  record({
+    key: "fastify_constant_rps",
+    figure: "Fastify constant JSON route (64 connections)",
+    value: fastify.rps,
+    unit: "req/s",
+  });
+  const rsa = await rsaDecryptionsPerSecond(size.rsaSeconds);
+  record({
+    key: "rsa_oaep_decrypt_per_s",
+    figure: `RSA-OAEP-SHA256 2048 decryptions, ${cpus().length} cores`,
+    value: rsa,
+    unit: "/s",
+  });
+  return { pgbenchN, hotStatement, spreadStatement, fastify: fastify.rps, rsa };
+}
+
+function serverEnv(extra: Record<string, string>): Record<string, string> {
+  return {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    LOG_LEVEL: "warn",
+    EMISOR_MASTER_KEY: masterKey,
+    EMISOR_SANDBOX: "true",
+    EMISOR_WORKERS: "true",
+    ...extra,
+  };
+}
+
+const bbvaClabe = buildClabe("012", "180", 123456n);
+const paymentBody = (card: string) =>
+  JSON.stringify({
+    card_number: card,
+    amount: 1,
+    payment_description: "bench",
+    latitude: 19.4326,
+    longitude: -99.1332,
+  });
+
+/** What the load generator saw of a payment scenario (1.00 MXN each, warm-up included). */
+function seenOf(result: LoadResult, connections: number) {
+  return { ok2xx: result.ok2xxTotal, connections, runs: size.warmup > 0 ? 2 : 1, amountCents: 100n };
+}
+
+/** Hot-account payments at `connections`, with the books checked afterwards. */
+async function hotPayments(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: string[],
+  connections: number,
+  figure: string,
+  database = appDb,
+): Promise<LoadResult> {
+  const since = await postingsWatermark(pgs, database);
+  const [start = 0n] = [...(await balancesOf(pgs, database, [root.clientId])).values()];
+  let i = 0;
+  const result = await scenario(server, figure, {
+    url: `${server.url}/v1/cards/payment`,
+    method: "POST",
+    connections,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+    request: () => ({ body: paymentBody(cards[i++ % cards.length] ?? "") }),
+  });
+  await checkBooks(pgs, database, since, new Map([[root.clientId, start]]), seenOf(result, connections));
+  await pgs.sql(database, "vacuum analyze");
+  return result;
+}
+
+async function main(): Promise<void> {
+  process.stdout.write(
+    `Emisor benchmark (${mode}) on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${cpus()[0]?.model ?? "?"}\n`,
+  );
+  step("build");
+  execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
+  const ceiling = await ceilings();
+
+  step(`seed: PostgreSQL database ${appDb}`);
+  await pgs.create(appDb);
+  const env = serverEnv({ DATABASE_URL: pgs.urlOf(appDb) });
+  const server = await ServerProcess.start(process.execPath, ["dist/src/main.js"], env, ready);
+  try {
+    await runScenarios(server, env, ceiling);
+  } finally {
+    await server.stop();
+  }
+  await pgliteScenario();
+  report();
+  if (mode !== "smoke") await pgs.drop(appDb);
+}
+
+async function runScenarios(
+  server: ServerProcess,
+  env: Record<string, string>,
+  ceiling: Record<string, number>,
+): Promise<void> {
+  const base = server.url;
+  const root = await seed.createTenantWithCli(env, base, "100000000.00");
+  const hot = await seed.seedCards(base, root, size.hotCards, { commission: 5 });
+  const clients = await seed.seedSubclients(base, root, size.clients, 100_000);
+  const clientCards = await seed.seedCards(base, root, size.clients * size.clientCards, {
+    forClients: clients.map((c) => c.clientId),
+  });
+  const publicPem = await seed.systemPublicKey(pgs, appDb);
+  const ciphered = await seed.cipheredPans(pgs, appDb, masterKey, publicPem, hot);
+  const transferCards = hot.slice(0, Math.min(100, hot.length));
+  await seed.pool(transferCards, 8, (card) => seed.pay(base, root.token, card.id, 100_000));
+  await seed.setPins(base, root.token, publicPem, transferCards, "4821");
+  await seed.seedTransfers(pgs, appDb, root.clabe, size.transfers, 30);
+  await pgs.sql(appDb, "vacuum analyze");
+  process.stdout.write(
+    `  ${hot.length} hot cards, ${clients.length} clients with ${clientCards.length} cards, ${size.transfers} transfers on ${root.clabe}\n`,
+  );
+
+  step("scenarios");
+  const login = await scenario(server, "login", {
+    url: `${base}/v1/auth/login`,
+    method: "POST",
+    connections: 8,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    request: () => ({
+      body: JSON.stringify({ api_client: { api_key: root.apiKey, password: root.password } }),
+    }),
+  });
+  record({ key: "login_rps", figure: "login (scrypt, 8 connections)", value: login.rps, unit: "req/s" });
+
+  let c = 0;
+  const lookup = await scenario(server, "cardholder lookup", {
+    url: `${base}/v1/cardholders`,
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+    request: () => ({ path: `/v1/cardholders?id=${hot[c++ % hot.length]?.cardholderId}` }),
+  });
+  record({
+    key: "cardholder_lookup_rps",
+    figure: "cardholder lookup (GET ?id=, 64 connections)",
+    value: lookup.rps,
+    unit: "req/s",
+    ceiling: ceiling.fastify,
+    ratio: ratio(lookup.rps, ceiling.fastify ?? 1),
+    target: ">= 0.35 x Fastify",
+    pass: lookup.rps >= 0.35 * (ceiling.fastify ?? 0),
+  });
+
+  const hotIds = hot.map((h) => h.id);
+  const hot64 = await hotPayments(server, root, hotIds, 64, "payment, hot account");
+  const hotRatio = ratio(hot64.rps, ceiling.pgbenchN ?? 1);
+  record({
+    key: "payment_hot_64_rps",
+    figure: "payment, hot account (card UUIDs, 64 connections)",
+    value: hot64.rps,
+    unit: "req/s",
+    ceiling: ceiling.pgbenchN,
+    ratio: hotRatio,
+    target: ">= 1.0 x pgbench -N",
+    pass: hotRatio >= 1.0,
+  });
+  record({
+    key: "payment_hot_64_p99_ms",
+    figure: "payment, hot account p99",
+    value: hot64.p99,
+    unit: "ms",
+    target: "<= 50 ms",
+    pass: hot64.p99 <= 50,
+  });
+  record({
+    key: "payment_hot_ratio_vs_pgbench",
+    figure: "hot-account ratio to pgbench -N",
+    value: hotRatio,
+    unit: "x",
+    target: ">= 1.0 (stretch 1.3)",
+    pass: hotRatio >= 1.0,
+  });
+
+  await distinctClients(server, clients, clientCards, ceiling);
+  await cipheredPayments(server, root, ciphered, ceiling);
+  await transfersOut(server, root, transferCards);
+  await listing(server, root);
+  await scalingCurve(server, root, hotIds, hot64);
+  if (size.history > 0) await growth(server, root, hotIds, hot64);
+}
+
+async function distinctClients(
+  server: ServerProcess,
+  clients: seed.Client[],
+  cards: seed.SeededCard[],
+  ceiling: Record<string, number>,
+): Promise<void> {
+  const since = await postingsWatermark(pgs, appDb);
+  const start = await balancesOf(
+    pgs,
+    appDb,
+    clients.map((x) => x.clientId),
+  );
+  const cardsOf = new Map(
+    clients.map((x) => [
+      x.clientId,
+      cards.filter((card) => card.ownerClientId === x.clientId).map((card) => card.id),
+    ]),
+  );
+  let next = 0;
+  const owner = (context: Record<string, unknown>) => {
+    context.client ??= clients[next++ % clients.length];
+    return context.client as seed.Client;
+  };
+  const result = await scenario(server, "payment, distinct clients", {
+    url: `${server.url}/v1/cards/payment`,
+    method: "POST",
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    request: (context) => {
+      const client = owner(context);
+      const mine = cardsOf.get(client.clientId) ?? [];
+      context.i = ((context.i as number | undefined) ?? 0) + 1;
+      return {
+        headers: { authorization: `Bearer ${client.token}` },
+        body: paymentBody(mine[(context.i as number) % mine.length] ?? ""),
+      };
+    },
+  });
+  await checkBooks(pgs, appDb, since, start, seenOf(result, 64));
+  await pgs.sql(appDb, "vacuum analyze");
+  const r = ratio(result.rps, ceiling.spreadStatement ?? 1);
+  record({
+    key: "payment_distinct_64_rps",
+    figure: "payment, 64 distinct clients (64 connections)",
+    value: result.rps,
+    unit: "req/s",
+    ceiling: ceiling.spreadStatement,
+    ratio: r,
+    target: ">= 0.8 x spread statement",
+    pass: r >= 0.8,
+  });
+}
+
+async function cipheredPayments(
+  server: ServerProcess,
+  root: seed.Client,
+  ciphered: string[],
+  ceiling: Record<string, number>,
+): Promise<void> {
+  const since = await postingsWatermark(pgs, appDb);
+  const [start = 0n] = [...(await balancesOf(pgs, appDb, [root.clientId])).values()];
+  await server.eventLoopDelayP99Ms(); // resets the histogram
+  let i = 0;
+  const result = await scenario(server, "payment, ciphered PAN", {
+    url: `${server.url}/v1/cards/payment`,
+    method: "POST",
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+    request: () => ({ body: paymentBody(ciphered[i++ % ciphered.length] ?? "") }),
+  });
+  const delay = await server.eventLoopDelayP99Ms();
+  await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, 64));
+  await pgs.sql(appDb, "vacuum analyze");
+  const r = ratio(result.rps, ceiling.rsa ?? 1);
+  record({
+    key: "payment_ciphered_rps",
+    figure: "payment, ciphered PAN (RSA-OAEP, 64 connections)",
+    value: result.rps,
+    unit: "req/s",
+    ceiling: ceiling.rsa,
+    ratio: r,
+    target: ">= 0.8 x RSA decryptions",
+    pass: r >= 0.8,
+  });
+  record({
+    key: "payment_ciphered_event_loop_p99_ms",
+    figure: "event-loop delay p99 during ciphered payments",
+    value: Math.round(delay * 10) / 10,
+    unit: "ms",
+    target: "< 20 ms",
+    pass: delay < 20,
+  });
+}
+
+async function transfersOut(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: seed.SeededCard[],
+): Promise<void> {
+  const since = await postingsWatermark(pgs, appDb);
+  let i = 0;
+  const result = await scenario(server, "transfer out", {
+    url: `${server.url}/v1/transfer/cards`,
+    method: "POST",
+    connections: 16,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+    request: () => ({
+      body: JSON.stringify({
+        card_number: cards[i++ % cards.length]?.id,
+        payment_concept: "Bench",
+        beneficiary_account: bbvaClabe,
+        beneficiary_institution: "40012",
+        amount: 1,
+        beneficiary_name: "Bench",
+        numeric_reference: "1",
+        beneficiary_rfc_curp: "ND",
+        beneficiary_email: "bench@example.mx",
+        pin: "4821",
+      }),
+    }),
+  });
+  await checkBooks(pgs, appDb, since, new Map(), undefined);
+  record({
+    key: "transfer_out_rps",
+    figure: "transfer out (PIN checked, 16 connections)",
+    value: result.rps,
+    unit: "req/s",
+    detail: `p99 ${result.p99} ms`,
+  });
+}
+
+async function listing(server: ServerProcess, root: seed.Client & { clabe: string }): Promise<void> {
+  const { clabe } = root;
+  const query = "init_date=2026-01-01&end_date=2026-12-31&per_page=50";
+  const pages = Math.max(1, Math.floor(size.transfers / 50));
+  const first = await scenario(server, "collection listing, first page", {
+    url: `${server.url}/v1/transfer/clabe/collection/${clabe}/operations?${query}&page=1`,
+    connections: 16,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+  });
+  const deep = await scenario(server, "collection listing, deep page", {
+    url: `${server.url}/v1/transfer/clabe/collection/${clabe}/operations?${query}&page=${Math.floor(pages * 0.9)}`,
+    connections: 16,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    headers: { authorization: `Bearer ${root.token}` },
+  });
+  record({
+    key: "listing_first_page_rps",
+    figure: `collection listing, first page of ${size.transfers}`,
+    value: first.rps,
+    unit: "req/s",
+    detail: `p50 ${first.p50} ms`,
+  });
+  const cost = ratio(first.rps, Math.max(1, deep.rps));
+  record({
+    key: "listing_deep_page_rps",
+    figure: `collection listing, page ${Math.floor(pages * 0.9)} of ${pages}`,
+    value: deep.rps,
+    unit: "req/s",
+    ratio: cost,
+    target: "cost <= 2 x first page",
+    pass: cost <= 2,
+    detail: `p50 ${deep.p50} ms`,
+  });
+}
+
+async function scalingCurve(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: string[],
+  at64: LoadResult,
+): Promise<void> {
+  const curve: Record<number, number> = { 64: at64.rps };
+  for (const connections of [1, 16, 256]) {
+    curve[connections] = (
+      await hotPayments(server, root, cards, connections, `payment, hot account, ${connections} connections`)
+    ).rps;
+    record({
+      key: `payment_hot_${connections}_rps`,
+      figure: `payment, hot account, ${connections} connections`,
+      value: curve[connections] ?? 0,
+      unit: "req/s",
+    });
+  }
+  const kept = ratio(curve[256] ?? 0, curve[16] ?? 1);
+  record({
+    key: "payment_hot_256_vs_16",
+    figure: "hot account, 256 vs 16 connections",
+    value: kept,
+    unit: "x",
+    target: ">= 0.9 (at most 10% lost)",
+    pass: kept >= 0.9,
+  });
+}
+
+async function growth(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: string[],
+  fresh: LoadResult,
+): Promise<void> {
+  step(`growth: ${size.history} journal entries of history`);
+  await seed.seedHistory(pgs, appDb, size.history);
+  await pgs.sql(appDb, "vacuum analyze");
+  const grown = await hotPayments(server, root, cards, 64, "payment, hot account, grown ledger");
+  const kept = ratio(grown.rps, fresh.rps);
+  record({
+    key: "payment_hot_grown_rps",
+    figure: `payment, hot account, with ${size.history} entries`,
+    value: grown.rps,
+    unit: "req/s",
+    ceiling: fresh.rps,
+    ratio: kept,
+    target: ">= 0.8 x fresh",
+    pass: kept >= 0.8,
+  });
+}
+
+async function pgliteScenario(): Promise<void> {
+  step("embedded PGlite");
+  const dataDir = mkdtempSync(path.join(tmpdir(), "emisor-bench-pglite-"));
+  const server = await ServerProcess.start(
+    process.execPath,
+    ["dist/src/main.js"],
+    serverEnv({ DATABASE_URL: "", EMISOR_DATA_DIR: dataDir }),
+    ready,
+  );
+  try {
+    // The first start on an empty embedded database creates a funded sandbox tenant.
+    const match = /api_key: +(\S+)\n +password: +(\S+)/.exec(server.banner);
+    if (!match?.[1] || !match[2]) throw new Error(`no sandbox credentials in the banner:\n${server.banner}`);
+    const token = await seed.login(server.url, match[1], match[2]);
+    const root: seed.Client = { clientId: "", apiKey: match[1], password: match[2], token };
+    const cards = (await seed.seedCards(server.url, root, size.pgliteCards)).map((card) => card.id);
+    let i = 0;
+    const result = await scenario(server, "payment, hot account, PGlite", {
+      url: `${server.url}/v1/cards/payment`,
+      method: "POST",
+      connections: 64,
+      warmupSeconds: size.warmup,
+      seconds: size.seconds,
+      headers: { authorization: `Bearer ${token}` },
+      request: () => ({ body: paymentBody(cards[i++ % cards.length] ?? "") }),
+    });
+    record({
+      key: "payment_hot_pglite_rps",
+      figure: "payment, hot account, embedded PGlite (64 connections)",
+      value: result.rps,
+      unit: "req/s",
+      target: ">= 1500/s",
+      pass: result.rps >= 1500,
+      detail: `p99 ${result.p99} ms`,
+    });
+  } finally {
+    await server.stop();
+  }
+}
+
+function report(): void {
+  record({
+    key: "server_peak_rss_mb",
+    figure: "server peak RSS, all scenarios",
+    value: peakRss,
+    unit: "MB",
+    target: "<= 250 MB",
+    pass: peakRss <= 250,
+  });
+  step("results");
+  const table = [
+    "| Figure | Value | Ceiling | Ratio | Target | |",
+    "|---|---|---|---|---|---|",
+    ...rows.map(
+      (r) =>
+        `| ${r.figure} | ${r.value} ${r.unit} | ${r.ceiling ?? ""} | ${r.ratio ?? ""} | ${r.target ?? ""} | ${r.pass === undefined ? "" : r.pass ? "ok" : "MISS"} |`,
+    ),
+  ].join("\n");
+  process.stdout.write(`${table}\n`);
+  const file = path.join(
+    "bench",
+    "results",
+    `${new Date().toISOString().slice(0, 10)}${mode === "full" ? "" : `-${mode}`}.json`,
+  );
+  const machine = {
+    cores: cpus().length,
+    cpu: cpus()[0]?.model,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+  };
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(
+    file,
+    `${JSON.stringify({ date: new Date().toISOString(), mode, machine, figures: Object.fromEntries(rows.map((r) => [r.key, r])) }, null, 2)}\n`,
+  );
+  process.stdout.write(`\nsaved ${file}\n`);
+  if (failures.length > 0) process.stdout.write(`\nMISSED:\n${failures.map((f) => `  ${f}`).join("\n")}\n`);
+}
+
+main().catch(async (error: unknown) => {
+  process.stderr.write(
+    `bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  process.exit(1);
+});
