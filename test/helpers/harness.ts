@@ -11,6 +11,7 @@ import { type AppContext, createContext } from "../../src/context.ts";
 import { type Database, openDatabase } from "../../src/db/database.ts";
 import { migrate, readMigrations } from "../../src/db/migrate.ts";
 import { loggerOptions } from "../../src/http/logger.ts";
+import { recordTraffic, writeSecrets } from "./secrets.ts";
 
 /**
  * One isolated Emisor per test file: its own database (a new PostgreSQL database when
@@ -47,6 +48,8 @@ export async function startTestApp(overrides: Partial<Config> = {}): Promise<Tes
   const logFile = path.join(testLogDir, `${process.pid}-${Date.now()}.log`);
   const logger = pino(loggerOptions("debug") as object, pino.destination({ dest: logFile, sync: true }));
   const app = await buildApp(ctx, { loggerInstance: logger });
+  const base = logFile.replace(/\.log$/, "");
+  const traffic = recordTraffic(app, base);
   return {
     app,
     ctx,
@@ -55,6 +58,7 @@ export async function startTestApp(overrides: Partial<Config> = {}): Promise<Tes
     config,
     databaseUrl: fresh.url,
     close: async () => {
+      await writeSecrets(ctx, base, traffic, fresh.url);
       await app.close();
       await fresh.database.close();
       await fresh.drop();

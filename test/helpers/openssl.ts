@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { recordSecret } from "./secrets.ts";
 
 /**
  * The openssl command-line tool as an independent client: whatever Emisor ciphers, openssl
@@ -33,6 +34,7 @@ export function opensslKeyPair(bits = 2048): OpensslKeyPair {
     },
   );
   const publicPem = execFileSync("openssl", ["pkey", "-in", privatePath, "-pubout"]).toString();
+  recordSecret("private_key", readFileSync(privatePath, "utf8"));
   return { dir, privatePath, publicPem };
 }
 
