@@ -1,4 +1,4 @@
-import type { Insertable } from "kysely";
+import type { Insertable, Selectable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { AirtimeTopupStatus, AirtimeTopupsTable } from "../../db/schema.ts";
@@ -39,28 +39,7 @@ export async function findProduct(db: Queryable, idOrSku: string): Promise<Airti
 
 export type NewTopup = Insertable<AirtimeTopupsTable>;
 
-export interface TopupRow {
-  id: string;
-  client_id: string;
-  payer_account_id: string;
-  card_id: string | null;
-  product_id: string;
-  phone_number: string;
-  email: string;
-  external_id: string | null;
-  additional_data: string | null;
-  amount_cents: bigint;
-  status: AirtimeTopupStatus;
-  provider_reference: string | null;
-  failure_reason: string | null;
-  entry_id: string;
-  reversal_entry_id: string | null;
-  api_key_id: string | null;
-  idempotency_key: string | null;
-  completed_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
+export type TopupRow = Selectable<AirtimeTopupsTable>;
 
 export async function insertTopup(tx: Tx, row: NewTopup): Promise<void> {
   await tx.insertInto("airtime_topups").values(row).execute();

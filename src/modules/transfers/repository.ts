@@ -1,4 +1,4 @@
-import type { Insertable, Updateable } from "kysely";
+import type { Insertable, Selectable, Updateable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { SpeiOrderStatus, SpeiOrdersTable, TransferOperationsTable } from "../../db/schema.ts";
@@ -76,35 +76,6 @@ export async function findCollectionAccountInScope(db: Queryable, callerId: stri
 
 export type NewTransferOperation = Insertable<TransferOperationsTable>;
 
-export interface TransferOperationRow {
-  id: string;
-  transfer_id: string;
-  fecha_operacion: string;
-  day_seq: bigint;
-  institucion_ordenante: string;
-  institucion_beneficiaria: string;
-  clave_rastreo: string;
-  monto_cents: bigint;
-  nombre_beneficiario: string;
-  tipo_cuenta_beneficiario: string;
-  cuenta_beneficiario: string;
-  rfc_curp_beneficiario: string;
-  concepto_pago: string;
-  referencia_numerica: string;
-  nombre_ordenante: string;
-  cuenta_ordenante: string;
-  rfc_curp_ordenante: string;
-  cambio_estado_detalle: string;
-  cambio_estado_causa_devolucion: string;
-  cambio_estado_estado: string;
-  email_beneficiario: string;
-  transfer_commission_cents: bigint;
-  commission_charged_cents: bigint;
-  iva_charged_cents: bigint;
-  ts_liquidacion: Date;
-  created_at: Date;
-}
-
 const operationColumnNames = [
   "id",
   "transfer_id",
@@ -132,7 +103,13 @@ const operationColumnNames = [
   "iva_charged_cents",
   "ts_liquidacion",
   "created_at",
-];
+] as const;
+
+/** A 2.8 record as read: `fecha_operacion` stays the `YYYY-MM-DD` text the database holds. */
+export type TransferOperationRow = Omit<
+  Pick<Selectable<TransferOperationsTable>, (typeof operationColumnNames)[number]>,
+  "fecha_operacion"
+> & { fecha_operacion: string };
 
 /** The record's columns of table alias `o` (dates as text: no time-zone shift). */
 const operationColumns = sql.raw(
