@@ -1,0 +1,118 @@
+/**
+ * CPU profile of one scenario, for finding where a figure goes:
+ *   npm run build && node --import tsx bench/profile.ts [payment|lookup] [seconds] [connections]
+ * Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
+ * with cards, loads it with 64 connections, stops it and prints the functions with the most self
+ * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { load } from "./lib/load.ts";
+import { Postgres } from "./lib/pg.ts";
+import * as seed from "./lib/seed.ts";
+import { ServerProcess } from "./lib/server.ts";
+
+const scenario = process.argv[2] ?? "payment";
+const seconds = Number(process.argv[3] ?? 10);
+const connections = Number(process.argv[4] ?? 64);
+const pgs = new Postgres(process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres");
+const database = `emisor_profile_${Date.now()}`;
+const dir = path.resolve(".emisor/profiles", `${scenario}-${Date.now()}`);
+mkdirSync(dir, { recursive: true });
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount: number;
+}
+
+function summarize(file: string): void {
+  const profile = JSON.parse(readFileSync(file, "utf8")) as { nodes: Node[] };
+  const self = new Map<string, number>();
+  let total = 0;
+  for (const node of profile.nodes) {
+    const { functionName, url, lineNumber } = node.callFrame;
+    const where = url.replace(/^.*node_modules\//, "").replace(/^.*\/dist\//, "");
+    const key = `${functionName || "(anonymous)"} ${where}:${lineNumber + 1}`;
+    self.set(key, (self.get(key) ?? 0) + node.hitCount);
+    total += node.hitCount;
+  }
+  const byPackage = new Map<string, number>();
+  for (const [key, hits] of self) {
+    const where = key.split(" ")[1] ?? "";
+    const pkg = where.startsWith("src/") ? where.split(":")[0] : (where.split("/")[0] ?? where);
+    byPackage.set(pkg ?? "?", (byPackage.get(pkg ?? "?") ?? 0) + hits);
+  }
+  const top = (map: Map<string, number>, n: number) =>
+    [...map]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([k, v]) => `  ${((v / total) * 100).toFixed(1).padStart(5)}%  ${k}`)
+      .join("\n");
+  process.stdout.write(
+    `\nself time by function:\n${top(self, 40)}\n\nby file or package:\n${top(byPackage, 25)}\n`,
+  );
+}
+
+async function main(): Promise<void> {
+  await pgs.create(database);
+  const env = {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    LOG_LEVEL: "warn",
+    EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
+    EMISOR_SANDBOX: "true",
+    DATABASE_URL: pgs.urlOf(database),
+  };
+  const server = await ServerProcess.start(
+    process.execPath,
+    ["--cpu-prof", `--cpu-prof-dir=${dir}`, "dist/src/main.js"],
+    env,
+    /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/,
+  );
+  try {
+    const root = await seed.createTenantWithCli(env, server.url, "100000000.00");
+    const cards = await seed.seedCards(server.url, root, 200, {});
+    let i = 0;
+    const result = await load(
+      scenario === "lookup"
+        ? {
+            url: `${server.url}/v1/cardholders`,
+            connections,
+            warmupSeconds: 1,
+            seconds,
+            headers: { authorization: `Bearer ${root.token}` },
+            request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
+          }
+        : {
+            url: `${server.url}/v1/cards/payment`,
+            method: "POST",
+            connections,
+            warmupSeconds: 1,
+            seconds,
+            headers: { authorization: `Bearer ${root.token}` },
+            request: () => ({
+              body: JSON.stringify({
+                card_number: cards[i++ % cards.length]?.id,
+                amount: 1,
+                payment_description: "profile",
+                latitude: 19.4326,
+                longitude: -99.1332,
+              }),
+            }),
+          },
+    );
+    process.stdout.write(
+      `${scenario}: ${result.rps} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}\n`,
+    );
+  } finally {
+    await server.stop();
+    await pgs.drop(database);
+  }
+  const file = readdirSync(dir).find((name) => name.endsWith(".cpuprofile"));
+  if (file) summarize(path.join(dir, file));
+  else process.stdout.write(`no profile written in ${dir}\n`);
+}
+
+await main();
