@@ -10,8 +10,25 @@ import type { Postgres } from "./pg.ts";
  * per run may have been completed by the server after the generator stopped listening.
  */
 export async function postingsWatermark(pgs: Postgres, database: string): Promise<string> {
-  const [row] = await pgs.sql<{ id: string | null }>(database, "select max(id)::text as id from postings");
-  return row?.id ?? "0";
+  return settle(pgs, database);
+}
+
+const maxPosting = async (pgs: Postgres, database: string) =>
+  (await pgs.sql<{ id: string | null }>(database, "select max(id)::text as id from postings"))[0]?.id ?? "0";
+
+/**
+ * Waits until the server has finished what the load generator left in flight (no posting written
+ * for 300 ms): a batch committing between reading the watermark and reading a balance would
+ * otherwise count a payment on one side only. Answers the watermark.
+ */
+async function settle(pgs: Postgres, database: string): Promise<string> {
+  let previous = await maxPosting(pgs, database);
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const current = await maxPosting(pgs, database);
+    if (current === previous) return current;
+    previous = current;
+  }
 }
 
 export async function balancesOf(
@@ -34,6 +51,7 @@ export async function checkBooks(
   start: Map<string, bigint>,
   seen: { ok2xx: number; connections: number; runs: number; amountCents: bigint } | undefined,
 ): Promise<void> {
+  await settle(pgs, database);
   const [total] = await pgs.sql<{ s: string }>(
     database,
     "select coalesce(sum(balance_cents), 0)::text as s from ledger_accounts",
