@@ -2,13 +2,11 @@
 // README's snippet, retries after 500s and timeouts, disabling after the bound, at-least-once with one
 // webhook-id across two workers and a lost worker, sub-client events only on request, no secret sent.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
-import path from "node:path";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
 import { claimDueDeliveries } from "../src/modules/webhooks/repository.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
-import { startTestApp, type TestApp, testLogDir } from "./helpers/harness.ts";
+import { ownLogs, startTestApp, type TestApp } from "./helpers/harness.ts";
 import {
   type Behaviour,
   emit,
@@ -432,8 +430,7 @@ test("no signing secret ever reaches a delivery, an API response, a stored repla
   everything.push(JSON.stringify(stored.rows));
   const events = await sql<{ data: unknown }>`select data from events`.execute(t.ctx.db);
   everything.push(JSON.stringify(events.rows));
-  for (const file of readdirSync(testLogDir).filter((name) => name.startsWith(`${process.pid}-`)))
-    everything.push(readFileSync(path.join(testLogDir, file), "utf8"));
+  everything.push(ownLogs());
   for (const inbox of allReceivers)
     for (const receipt of inbox.receipts) everything.push(JSON.stringify(receipt));
   assert.ok(everything.length > registered.length * 3);

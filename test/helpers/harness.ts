@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
@@ -30,6 +30,15 @@ export interface TestApp {
 }
 
 export const testLogDir = path.resolve(".emisor/test-logs");
+
+/** Every log line this test process wrote (its apps' pino files; not the recorded responses). */
+export function ownLogs(): string {
+  const mine = new RegExp(`^${process.pid}-\\d+\\.log$`);
+  return readdirSync(testLogDir)
+    .filter((name) => mine.test(name))
+    .map((name) => readFileSync(path.join(testLogDir, name), "utf8"))
+    .join("\n");
+}
 
 export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
   const fresh = await freshDatabase();

@@ -1,6 +1,7 @@
 import { type Insertable, type Selectable, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { CardholdersTable } from "../../db/schema.ts";
+import { addressColumns } from "../shared/address.ts";
 
 /** SQL of the cardholders module. */
 export type NewCardholder = Insertable<CardholdersTable>;
@@ -25,14 +26,7 @@ const columns = [
   "email",
   "primary_phone",
   "mobile_phone",
-  "street",
-  "ext_street_number",
-  "int_street_number",
-  "suburb",
-  "township",
-  "city",
-  "state",
-  "postal_code",
+  ...addressColumns,
   "country",
   sql<string>`to_char(birthdate, 'YYYY-MM-DD')`.as("birthdate"),
   "gender",

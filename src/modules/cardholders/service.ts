@@ -13,6 +13,7 @@ import { listCardholderAccounts } from "../cards/repository.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { blankIdentityAllowance } from "../products/repository.ts";
+import { addressValues } from "../shared/address.ts";
 import * as repo from "./repository.ts";
 import type { Account, Cardholder, CardholderQuery, CreateCardholderBody } from "./schemas.ts";
 
@@ -104,14 +105,7 @@ function cardholderValues(body: CreateCardholderBody, clientId: string): repo.Ne
     email: body.email,
     primary_phone: body.primary_phone,
     mobile_phone: body.mobile_phone,
-    street: body.street,
-    ext_street_number: body.ext_street_number,
-    int_street_number: body.int_street_number ?? null,
-    suburb: body.suburb,
-    township: body.township,
-    city: body.city,
-    state: body.state,
-    postal_code: body.postal_code,
+    ...addressValues(body),
     birthdate: body.birthdate,
     gender: body.gender,
     marital_status: body.marital_status,

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { CardStatus, CardType } from "../../db/schema.ts";
+import { addressColumns } from "../shared/address.ts";
 import type { CardRef } from "./card-number.ts";
 
 /** SQL of the cards module: one card with what its operations need, always scoped to a caller. */
@@ -257,16 +258,7 @@ export async function findClientAddress(
 ): Promise<Record<string, string | null> | undefined> {
   const row = await db
     .selectFrom("clients")
-    .select([
-      "street",
-      "ext_street_number",
-      "int_street_number",
-      "suburb",
-      "township",
-      "city",
-      "state",
-      "postal_code",
-    ])
+    .select(addressColumns)
     .where("id", "=", clientId)
     .executeTakeFirst();
   if (!row?.street || !row.postal_code || !row.state) return undefined;

@@ -14,6 +14,7 @@ import { createAccount, postEntry } from "../../ledger/ledger.ts";
 import { type Cents, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { emitEvent } from "../events/outbox.ts";
+import { addressValues } from "../shared/address.ts";
 import { createCollectionAccount } from "../transfers/service.ts";
 import * as repo from "./repository.ts";
 import type { CreateClientBody } from "./schemas.ts";
@@ -168,14 +169,7 @@ async function insertSubclient(
       phone: body.phone,
       mobile_phone: body.mobile_phone,
       rfc: body.rfc,
-      street: body.street,
-      ext_street_number: body.ext_street_number,
-      int_street_number: body.int_street_number ?? null,
-      suburb: body.suburb,
-      township: body.township,
-      city: body.city,
-      state: body.state,
-      postal_code: body.postal_code,
+      ...addressValues(body),
       contact: JSON.stringify(contactOf(body)),
       legal_representative: legalRepresentativeOf(body),
     },
