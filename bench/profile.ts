@@ -1,7 +1,7 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
  *   npm run build && node --import tsx bench/profile.ts [payment|lookup] [seconds] [connections]
- * Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
+ * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
  */

@@ -43,6 +43,7 @@ export class ServerProcess {
       };
       child.stdout?.on("data", onData);
       child.stderr?.on("data", (chunk: Buffer) => {
+        if (process.env.BENCH_STDERR) process.stderr.write(chunk);
         output += chunk.toString();
       });
       child.on("exit", (code) => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Tx } from "../../db/database.ts";
-import { insertEventsWithDeliveries } from "../webhooks/repository.ts";
+import { insertEventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
 /**
  * The event outbox. A service calls emitEvent inside the transaction that makes the change, so
@@ -46,12 +46,17 @@ export async function emitEvent(tx: Tx, event: NewEvent): Promise<string> {
  */
 export async function emitEvents(tx: Tx, events: NewEvent[]): Promise<string[]> {
   if (events.length === 0) return [];
-  const rows = events.map((event) => ({
+  const rows = outboxRows(events);
+  await insertEventsWithDeliveries(tx, rows);
+  return rows.map((row) => row.id);
+}
+
+/** Events as the outbox stores them, for a statement that writes them itself (payments). */
+export function outboxRows(events: NewEvent[]): OutboxEvent[] {
+  return events.map((event) => ({
     id: randomUUID(),
     type: event.type,
     clientId: event.clientId,
     data: JSON.stringify(event.data),
   }));
-  await insertEventsWithDeliveries(tx, rows);
-  return rows.map((row) => row.id);
 }

@@ -7,7 +7,7 @@ import { type Envelope, ok } from "../../http/envelope.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
-import { emitEvents } from "../events/outbox.ts";
+import { outboxRows } from "../events/outbox.ts";
 import * as repo from "./repository.ts";
 
 /**
@@ -69,31 +69,51 @@ export class PaymentBatcher {
     });
   }
 
+  /**
+   * Two batches deep: the next batch starts once the previous one has written everything and is
+   * committing. It waits in the database for the payer row lock and is decided the moment that
+   * commit lands, so the payer's balance is never idle between batches; arrival order holds
+   * because the next batch is formed only after the previous one was decided.
+   */
   async #drain(payerId: string): Promise<void> {
     const queue = this.#queues.get(payerId) ?? [];
-    while (queue.length > 0) {
+    let last: Promise<void> = Promise.resolve();
+    for (;;) {
+      if (queue.length === 0) {
+        await last;
+        if (queue.length === 0) break;
+        continue;
+      }
       const batch = queue.splice(0, limits.paymentBatchMax);
-      const outcomes = await this.#run(payerId, batch);
-      batch.forEach((item, i) => {
-        const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
-        if ("result" in outcome) item.resolve(outcome.result);
-        else item.reject(outcome.error);
+      let committing: () => void = () => {};
+      const written = new Promise<void>((resolve) => {
+        committing = resolve;
       });
+      last = this.#run(payerId, batch, committing).then((outcomes) => {
+        batch.forEach((item, i) => {
+          const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
+          if ("result" in outcome) item.resolve(outcome.result);
+          else item.reject(outcome.error);
+        });
+      });
+      await Promise.race([written, last]);
     }
     this.#queues.delete(payerId);
   }
 
   /** One transaction for the batch, retried on a deadlock, a serialization failure or a key race. */
-  async #run(payerId: string, batch: Item[]): Promise<Outcome[]> {
+  async #run(payerId: string, batch: Item[], committing: () => void): Promise<Outcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#db.transaction().execute((tx) =>
-          applyBatch(
+        return await this.#db.transaction().execute(async (tx) => {
+          const outcomes = await applyBatch(
             tx,
             payerId,
             batch.map((i) => i.request),
-          ),
-        );
+          );
+          committing();
+          return outcomes;
+        });
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (attempt < 3 && code && retryableCodes.has(code)) continue;
@@ -197,22 +217,22 @@ async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): 
         ? [{ apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, body: a.body }]
         : [];
     });
-    const written = await repo.applyPayments(
-      tx,
-      payerId,
-      accepted.map((a) => a.payment),
-      records,
-    );
-    assert.equal(written.debited, 1, "the locked payer balance no longer covers the batch");
-    assert.equal(written.credited, written.cards, "a card has no ledger account");
-    await emitEvents(
-      tx,
+    const events = outboxRows(
       accepted.map((a) => ({
         type: "card.payment" as const,
         clientId: payerId,
         data: a.body.data as Record<string, unknown>,
       })),
     );
+    const written = await repo.applyPayments(
+      tx,
+      payerId,
+      accepted.map((a) => a.payment),
+      records,
+      events,
+    );
+    assert.equal(written.debited, 1, "the locked payer balance no longer covers the batch");
+    assert.equal(written.credited, written.cards, "a card has no ledger account");
   }
   return settleDuplicates(requests, outcomes, firstWithKey);
 }

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Tx } from "../../db/database.ts";
 import type { Envelope } from "../../http/envelope.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
 /**
  * SQL of the batched payment path: one statement that takes the locks and reads what the batch
@@ -75,14 +76,16 @@ export interface IdempotencyRecord {
 
 /**
  * Applies the accepted payments in one statement: the payer's one debit (still guarded: it must
- * cover the total), each card's credit, the journal entries, their postings and the idempotency
- * records of the requests that carried a key. Answers how many rows each part wrote.
+ * cover the total), each card's credit, the journal entries, their postings, the idempotency
+ * records of the requests that carried a key, and the `card.payment` events with their webhook
+ * deliveries (the outbox). Answers how many rows each part wrote.
  */
 export async function applyPayments(
   tx: Tx,
   payerId: string,
   payments: AcceptedPayment[],
   records: IdempotencyRecord[],
+  events: OutboxEvent[],
 ): Promise<{ debited: number; credited: number; cards: number }> {
   const perCard = new Map<string, bigint>();
   let total = 0n;
@@ -119,7 +122,8 @@ export async function applyPayments(
         ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
         ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
       ) as t(api_key_id, key, request_hash, body)
-      returning key)
+      returning key),
+    ${eventsWithDeliveries(events)}
     select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
   const row = result.rows[0];
   return { debited: Number(row?.debited ?? 0), credited: Number(row?.credited ?? 0), cards: cardIds.length };
