@@ -26,6 +26,11 @@ export const limits = {
   /** Failed logins of one API key before it is locked, and for how long. */
   loginFailuresPerKeyMax: 10,
   loginLockSeconds: 30 * 60,
+  /**
+   * The embedded engine's buffer cache. PGlite's default (128MB) sits inside the service's own
+   * memory; its data files are real files, so the operating system caches them anyway.
+   */
+  pgliteSharedBuffers: "32MB",
   /** Idempotency keys are kept at least this long (architecture: >= 24 h). */
   idempotencyKeyTtlHours: 48,
   idempotencyKeyLengthMax: 255,

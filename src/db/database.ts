@@ -56,6 +56,7 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
     ...(options.dataDir ? { dataDir: options.dataDir } : {}),
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
     parsers: { [int8Oid]: parseBigint, [numericOid]: (value: string) => value },
+    postgresqlconf: [`shared_buffers = ${limits.pgliteSharedBuffers}`],
   });
   await pglite.waitReady;
   const db = new Kysely<Schema>({ dialect: new PGliteDialect(pglite, limits.dbAcquireTimeoutMs) });
