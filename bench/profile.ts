@@ -103,6 +103,12 @@ async function main(): Promise<void> {
             }),
           },
     );
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const gauge = (name: string) =>
+      Math.round(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 2 ** 20);
+    process.stdout.write(
+      `peak RSS ${server.peakRssMb()} MB; now: heap ${gauge("emisor_nodejs_heap_size_used_bytes")}/${gauge("emisor_nodejs_heap_size_total_bytes")} MB, external ${gauge("emisor_nodejs_external_memory_bytes")} MB\n`,
+    );
     process.stdout.write(
       `${scenario}: ${result.rps} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}\n`,
     );
