@@ -19,6 +19,18 @@ test("unknown route: 404 envelope 3000, on /v1 and elsewhere", async () => {
   expectError(await call(t.app, "DELETE", "/v1/auth/login"), 3000, 404);
 });
 
+test("a URL the router cannot decode or an over-long path id: 400 envelope 1000, not Fastify's own body", async () => {
+  // Regression (found by test/fuzz.test.ts): Fastify answered these before any hook, with
+  // {"error","code":"FST_ERR_BAD_URL",...} and a 414 outside the catalog.
+  const badEncoding = await call(t.app, "GET", "/v1/cards/%c0%ae%c0%ae", { token: tenant.token });
+  expectError(badEncoding, 1000, 400);
+  assert.match(badEncoding.body.message, /percent-encoding/);
+  expectError(await call(t.app, "GET", "/v1/cards/%E0%A4%A", { token: tenant.token }), 1000, 400);
+  const long = await call(t.app, "GET", `/v1/cards/${"x".repeat(201)}`, { token: tenant.token });
+  expectError(long, 1000, 400);
+  assert.match(long.body.message, /too long/);
+});
+
 test("malformed JSON: 400 envelope 1001", async () => {
   const response = await call(t.app, "POST", "/v1/auth/login", { raw: '{"api_client": ' });
   expectError(response, 1001, 400);
