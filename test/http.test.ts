@@ -31,6 +31,30 @@ test("a URL the router cannot decode or an over-long path id: 400 envelope 1000,
   assert.match(long.body.message, /too long/);
 });
 
+test("a NUL character in any text is 400/1000 naming the field, not a 500 from the database", async () => {
+  // Regression (found by test/fuzz.test.ts): PostgreSQL cannot store U+0000 in text or jsonb, so
+  // free text with one reached an INSERT and failed there as 500 (SQLSTATE 22021).
+  const response = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+    token: tenant.token,
+    body: { clabe: tenant.clabe, amount: 10, payment_concept: "pago\u0000" },
+  });
+  expectError(response, 1000, 400);
+  assert.deepEqual(response.body.data, {
+    details: [{ field: "payment_concept", rule: "x-no-nul", message: "must not contain NUL characters" }],
+  });
+  const nested = await call(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: "ek_x\u0000", password: "p" } },
+  });
+  expectError(nested, 1000, 400);
+  assert.match(nested.body.message, /^api_client\.api_key: must not contain NUL/);
+  const query = await call(t.app, "GET", "/v1/cardholders?email=a%00@example.mx", { token: tenant.token });
+  expectError(query, 1000, 400);
+  const { balance } = expectOk<{ balance: { available: number } }>(
+    await call(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  assert.equal(balance.available, 0);
+});
+
 test("malformed JSON: 400 envelope 1001", async () => {
   const response = await call(t.app, "POST", "/v1/auth/login", { raw: '{"api_client": ' });
   expectError(response, 1001, 400);
