@@ -31,7 +31,7 @@ test("a URL the router cannot decode or an over-long path id: 400 envelope 1000,
   assert.match(long.body.message, /too long/);
 });
 
-test("a NUL character in any text is 400/1000 naming the field, not a 500 from the database", async () => {
+test("a NUL character or a lone surrogate in any text is 400/1000 naming the field, not a 500 from the database", async () => {
   // Regression (found by test/fuzz.test.ts): PostgreSQL cannot store U+0000 in text or jsonb, so
   // free text with one reached an INSERT and failed there as 500 (SQLSTATE 22021).
   const response = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
@@ -40,19 +40,39 @@ test("a NUL character in any text is 400/1000 naming the field, not a 500 from t
   });
   expectError(response, 1000, 400);
   assert.deepEqual(response.body.data, {
-    details: [{ field: "payment_concept", rule: "x-no-nul", message: "must not contain NUL characters" }],
+    details: [
+      {
+        field: "payment_concept",
+        rule: "x-text",
+        message: "must not contain a NUL character or an unpaired surrogate",
+      },
+    ],
   });
   const nested = await call(t.app, "POST", "/v1/auth/login", {
     body: { api_client: { api_key: "ek_x\u0000", password: "p" } },
   });
   expectError(nested, 1000, 400);
-  assert.match(nested.body.message, /^api_client\.api_key: must not contain NUL/);
+  assert.match(nested.body.message, /^api_client\.api_key: must not contain a NUL/);
+  // A lone surrogate is valid JSON text; jsonb refused it (22P02) and text stored U+FFFD instead.
+  for (const text of ["\ud800", "a\udc00", "\udfff\ud800"]) {
+    const lone = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+      token: tenant.token,
+      raw: `{"clabe":"${tenant.clabe}","amount":10,"payment_concept":${JSON.stringify(text)}}`,
+    });
+    expectError(lone, 1000, 400);
+  }
+  // A surrogate pair (an emoji) is ordinary text.
+  const emoji = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+    token: tenant.token,
+    body: { clabe: tenant.clabe, amount: 0.01, payment_concept: "pago 👾" },
+  });
+  expectOk(emoji);
   const query = await call(t.app, "GET", "/v1/cardholders?email=a%00@example.mx", { token: tenant.token });
   expectError(query, 1000, 400);
   const { balance } = expectOk<{ balance: { available: number } }>(
     await call(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
   );
-  assert.equal(balance.available, 0);
+  assert.equal(balance.available, 0.01);
 });
 
 test("malformed JSON: 400 envelope 1001", async () => {
