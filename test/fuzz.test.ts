@@ -254,6 +254,19 @@ function numberBreakers(schema: JsonSchema): fc.Arbitrary<Json>[] {
   return out;
 }
 
+/** Valid numbers at the edges of a field's range: its bounds, the smallest step inside, 0 and -0. */
+function boundaryValues(schema: JsonSchema): Json[] {
+  const step = schema.type === "integer" ? 1 : 10 ** -(schema["x-decimals"] ?? 2);
+  const values: Json[] = [];
+  if (schema.minimum !== undefined) values.push(schema.minimum);
+  if (schema.maximum !== undefined) values.push(schema.maximum);
+  if (schema.exclusiveMinimum !== undefined) values.push(Number((schema.exclusiveMinimum + step).toFixed(6)));
+  if (schema.exclusiveMaximum !== undefined) values.push(Number((schema.exclusiveMaximum - step).toFixed(6)));
+  if (schema.minimum === undefined && schema.exclusiveMinimum === undefined)
+    values.push(0, new RawNumber("-0"));
+  return values.length > 0 ? values : [1];
+}
+
 function arrayBreakers(schema: JsonSchema): fc.Arbitrary<Json>[] {
   const out: fc.Arbitrary<Json>[] = [];
   const item = schema.items ? validValue(schema.items, "item") : "x";
@@ -498,10 +511,27 @@ const hostileQueries = fc.constantFrom(
   "?per_page=1e309",
 );
 
+const oddHeaders = fc.constantFrom<Record<string, string>>(
+  { "x-request-id": "r".repeat(5000) },
+  { "x-request-id": "../../etc/passwd" },
+  { accept: "text/html" },
+  { "accept-encoding": "gzip, br, zstd" },
+  { authorization: "Bearer " },
+  { authorization: `Bearer ${"A".repeat(10_000)}` },
+  { authorization: "Bearer a.b.c" },
+  { "x-forwarded-for": "1.1.1.1, 2.2.2.2" },
+);
+
 const malformedBodies = fc.constantFrom(
   "{",
   '{"a":',
   "NaN",
+  '{"amount":NaN}',
+  '{"amount":Infinity}',
+  '{"amount":-Infinity}',
+  '{"amount":0x10}',
+  '{"amount":+1}',
+  '{"amount":.5}',
   "{'a':1}",
   '{"a":1,}',
   "\u0000",
@@ -623,6 +653,30 @@ function requestsFor(route: RouteInfo): fc.Arbitrary<FuzzRequest> {
         }),
       );
     }
+    // Numbers exactly at a bound (or just inside an exclusive one): valid, so they may be accepted.
+    const numeric = Object.entries(schema.properties ?? {}).filter(([, field]) =>
+      ["number", "integer"].includes(String(mainBranch(field).type)),
+    );
+    if (numeric.length > 0) {
+      options.push(
+        fc.tuple(fc.constantFrom(...numeric), authArb).chain(([[name, field], auth]) =>
+          fc.constantFrom(...boundaryValues(mainBranch(field))).map((value) => {
+            const payload = serialize({ ...bodyFields(route), [name]: value });
+            // With a path id, an unknown one: a valid maximum on a real resource (10,000 cards
+            // minted at once) would swell the database and slow every later snapshot.
+            const unknownIds = Object.fromEntries(
+              route.pathParams.map((param) => [param.name, randomUUID()]),
+            );
+            return make(`${name} at a bound (${serialize(value)})`, false, {
+              payload,
+              auth,
+              headers: json(payload),
+              ...(route.pathParams.length > 0 ? { url: baseUrl(route, unknownIds) } : {}),
+            });
+          }),
+        ),
+      );
+    }
     if (schema.properties?.card_number) {
       options.push(
         fc.tuple(hostileCardNumbers(), authArb).map(([cardNumber, auth]) => {
@@ -631,6 +685,23 @@ function requestsFor(route: RouteInfo): fc.Arbitrary<FuzzRequest> {
         }),
       );
     }
+  }
+
+  // Odd headers on a read, or on a write whose body has an unknown field (refused where the schema
+  // says so; an accepted bodiless write such as logout would revoke the fuzzer's own token).
+  if (route.method === "GET" || route.body) {
+    options.push(
+      fc.tuple(oddHeaders, authArb).map(([headers, auth]) => {
+        const payload = route.body ? serialize({ ...bodyFields(route), __unknown_field__: 1 }) : undefined;
+        const badToken = route.protected && "authorization" in headers;
+        const refusedBody = route.body?.additionalProperties === false;
+        return make(`odd header ${Object.keys(headers)[0]}`, refusedBody || badToken, {
+          auth,
+          headers: { ...(payload !== undefined ? json(payload) : {}), ...headers },
+          ...(payload !== undefined ? { payload } : {}),
+        });
+      }),
+    );
   }
 
   // Bodies that are not JSON, not JSON at all, too big, or of another content type.
