@@ -442,3 +442,32 @@ test("a parent acts on its sub-client's resources where the contract allows", as
     404,
   );
 });
+
+test("a sub-client's lists never show its sibling's or its parent's resources", async () => {
+  const lists = [
+    "/v1/products",
+    "/v1/clients",
+    "/v1/webhooks",
+    "/v1/events",
+    "/v1/transfer/clabe/collection",
+    `/v1/cards/${b.cardId}/movements`,
+    `/v1/transfer/clabe/collection/${b.tenant.clabe}/operations?init_date=${day}&end_date=${day}`,
+  ];
+  const foreign = (x: Party) => [
+    x.productId,
+    x.cardholderId,
+    x.cardId,
+    x.webhookId,
+    x.eventId,
+    x.orderId,
+    x.topupId,
+    x.tenant.clabe,
+  ];
+  // The parent's client id is B's parent_id, which B may see; its sibling's id it may not.
+  const hidden = [...foreign(a), ...foreign(c), c.tenant.clientId];
+  for (const url of lists) {
+    const text = JSON.stringify(expectOk(await call(t.app, "GET", url, { token: b.tenant.token })));
+    const leaked = hidden.filter((id) => text.includes(id));
+    assert.deepEqual(leaked, [], `B's ${url} shows another client's resource`);
+  }
+});
