@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import type { AppContext } from "./context.ts";
 import { errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
-import { registerErrorHandling } from "./http/error-handler.ts";
+import { handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
 import { registerIdempotency } from "./http/idempotency.ts";
 import { loggerOptions } from "./http/logger.ts";
@@ -52,6 +52,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     // Fastify's own 503 while closing has its own body; in-flight requests finish instead.
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    // Router errors (bad percent-encoding, over-long path parameter) answer as envelopes too.
+    frameworkErrors: handleFrameworkError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: Fastify would otherwise parse text/plain bodies into strings instead of a 415.

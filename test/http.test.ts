@@ -19,6 +19,62 @@ test("unknown route: 404 envelope 3000, on /v1 and elsewhere", async () => {
   expectError(await call(t.app, "DELETE", "/v1/auth/login"), 3000, 404);
 });
 
+test("a URL the router cannot decode or an over-long path id: 400 envelope 1000, not Fastify's own body", async () => {
+  // Regression (found by test/fuzz.test.ts): Fastify answered these before any hook, with
+  // {"error","code":"FST_ERR_BAD_URL",...} and a 414 outside the catalog.
+  const badEncoding = await call(t.app, "GET", "/v1/cards/%c0%ae%c0%ae", { token: tenant.token });
+  expectError(badEncoding, 1000, 400);
+  assert.match(badEncoding.body.message, /percent-encoding/);
+  expectError(await call(t.app, "GET", "/v1/cards/%E0%A4%A", { token: tenant.token }), 1000, 400);
+  const long = await call(t.app, "GET", `/v1/cards/${"x".repeat(201)}`, { token: tenant.token });
+  expectError(long, 1000, 400);
+  assert.match(long.body.message, /too long/);
+});
+
+test("a NUL character or a lone surrogate in any text is 400/1000 naming the field, not a 500 from the database", async () => {
+  // Regression (found by test/fuzz.test.ts): PostgreSQL cannot store U+0000 in text or jsonb, so
+  // free text with one reached an INSERT and failed there as 500 (SQLSTATE 22021).
+  const response = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+    token: tenant.token,
+    body: { clabe: tenant.clabe, amount: 10, payment_concept: "pago\u0000" },
+  });
+  expectError(response, 1000, 400);
+  assert.deepEqual(response.body.data, {
+    details: [
+      {
+        field: "payment_concept",
+        rule: "x-text",
+        message: "must not contain a NUL character or an unpaired surrogate",
+      },
+    ],
+  });
+  const nested = await call(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: "ek_x\u0000", password: "p" } },
+  });
+  expectError(nested, 1000, 400);
+  assert.match(nested.body.message, /^api_client\.api_key: must not contain a NUL/);
+  // A lone surrogate is valid JSON text; jsonb refused it (22P02) and text stored U+FFFD instead.
+  for (const text of ["\ud800", "a\udc00", "\udfff\ud800"]) {
+    const lone = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+      token: tenant.token,
+      raw: `{"clabe":"${tenant.clabe}","amount":10,"payment_concept":${JSON.stringify(text)}}`,
+    });
+    expectError(lone, 1000, 400);
+  }
+  // A surrogate pair (an emoji) is ordinary text.
+  const emoji = await call(t.app, "POST", "/v1/sandbox/spei/incoming", {
+    token: tenant.token,
+    body: { clabe: tenant.clabe, amount: 0.01, payment_concept: "pago 👾" },
+  });
+  expectOk(emoji);
+  const query = await call(t.app, "GET", "/v1/cardholders?email=a%00@example.mx", { token: tenant.token });
+  expectError(query, 1000, 400);
+  const { balance } = expectOk<{ balance: { available: number } }>(
+    await call(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  assert.equal(balance.available, 0.01);
+});
+
 test("malformed JSON: 400 envelope 1001", async () => {
   const response = await call(t.app, "POST", "/v1/auth/login", { raw: '{"api_client": ' });
   expectError(response, 1001, 400);

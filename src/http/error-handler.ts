@@ -95,6 +95,21 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   return send(reply, errors.internalError, errors.internalError.message);
 }
 
+/**
+ * Errors Fastify's router raises before any route or hook runs (a URL whose percent-encoding does
+ * not decode, a path parameter longer than maxParamLength). Without this Fastify answers them with
+ * its own non-envelope body (and a 414 the catalog does not have): they are malformed requests.
+ */
+export function handleFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
+    return send(reply, errors.validationFailed, "A path parameter is too long");
+  }
+  if (error.code === "FST_ERR_BAD_URL") {
+    return send(reply, errors.validationFailed, "The URL is not valid (bad percent-encoding)");
+  }
+  return handleError(error, request, reply);
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((request, reply) => {

@@ -47,9 +47,49 @@ function makeAjv(coerce: boolean): Ajv {
 const bodyAjv = makeAjv(false);
 const textAjv = makeAjv(true);
 
+/**
+ * Text PostgreSQL cannot store: U+0000 (text and jsonb refuse it, SQLSTATE 22021) and a lone
+ * UTF-16 surrogate ("\ud800" is valid JSON, but jsonb refuses it, 22P02, and text would silently
+ * store U+FFFD instead). Such a value passed the schema and failed at the INSERT as a 500; it is
+ * refused here instead, naming the field, for every validated part (body, query, params).
+ */
+const unstorable = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** The JSON Pointer of the first string (or object key) holding unstorable text. */
+function firstUnstorable(value: unknown, pointer: string): string | undefined {
+  if (typeof value === "string") return unstorable.test(value) ? pointer : undefined;
+  if (value === null || typeof value !== "object") return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`;
+    if (unstorable.test(key)) return at;
+    const found = firstUnstorable(item, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
   const ajv = httpPart === "body" ? bodyAjv : textAjv;
-  return ajv.compile(schema as object) as ValidateFunction;
+  const validate = ajv.compile(schema as object) as ValidateFunction;
+  const checked = ((data: unknown) => {
+    const bad = firstUnstorable(data, "");
+    if (bad !== undefined) {
+      checked.errors = [
+        {
+          instancePath: bad,
+          schemaPath: "",
+          keyword: "x-text",
+          params: {},
+          message: "must not contain a NUL character or an unpaired surrogate",
+        },
+      ];
+      return false;
+    }
+    const valid = validate(data);
+    checked.errors = validate.errors;
+    return valid;
+  }) as ValidateFunction;
+  return checked;
 };
 
 function fieldOf(error: ErrorObject, context: string | undefined): string {
