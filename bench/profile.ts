@@ -114,7 +114,8 @@ async function main(): Promise<void> {
     );
   } finally {
     await server.stop();
-    await pgs.drop(database);
+    if (process.env.KEEP_DB) process.stdout.write(`kept database ${database}\n`);
+    else await pgs.drop(database);
   }
   const file = readdirSync(dir).find((name) => name.endsWith(".cpuprofile"));
   if (file) summarize(path.join(dir, file));
