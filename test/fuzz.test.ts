@@ -947,6 +947,9 @@ test(`fuzz every route: ${runs} hostile requests, envelopes only, no 5xx, refusa
     `fuzz: ${stats.sent} requests in ${seconds.toFixed(1)} s on ${t.engine} (${stats.refused} refused, ${stats.accepted} accepted; ${stats.checked} in no-write-checked batches)`,
   );
   assert.ok(stats.sent >= runs, `only ${stats.sent} requests sent`);
+  // The fuzzer's token must have survived (an accepted logout would have turned every later
+  // authenticated request into a shallow 401 without failing anything).
+  expectOk(await call(t.app, "GET", "/v1/clients/balance", { token: owner.token }));
   assert.deepEqual(unvisited, [], "routes never fuzzed");
   assert.ok(
     stats.checked >= stats.sent * 0.5,
