@@ -48,6 +48,32 @@ let routes: RouteInfo[];
 let tables: string[];
 /** Real identifiers of the fuzzing tenant, so that a request broken in one field reaches deep code. */
 let real: Record<string, string>;
+/** The same resources of another root client: naming any of them must be refused. */
+let stranger: Record<string, string>;
+
+async function strangerResources(): Promise<Record<string, string>> {
+  const other = await createTenant(t, { available: 1000 });
+  const [card] = await cardsFor(t, other, 1, { activate: true });
+  assert.ok(card);
+  const webhook = expectOk(
+    await call<{ webhook: { id: string } }>(t.app, "POST", "/v1/webhooks", {
+      token: other.token,
+      body: { url: "https://hooks.example.com/stranger" },
+    }),
+  ).webhook;
+  const { events } = expectOk(
+    await call<{ events: Array<{ id: string }> }>(t.app, "GET", "/v1/events", { token: other.token }),
+  );
+  return {
+    card: card.id,
+    product: card.productId,
+    cardholder: card.cardholderId,
+    client: other.clientId,
+    webhook: webhook.id,
+    clabe: other.clabe,
+    event: events[0]?.id ?? randomUUID(),
+  };
+}
 
 before(async () => {
   // A long auth cache: the fuzzer's token is checked thousands of times; the cache is not under test.
@@ -71,6 +97,7 @@ before(async () => {
     webhook: webhook.id,
     clabe: owner.clabe,
   };
+  stranger = await strangerResources();
   routes = [...(await documentedRoutes(t.app)), ...hiddenRoutes];
   tables = await tablesOf(t);
 });
@@ -389,23 +416,42 @@ function validString(schema: JsonSchema, name: string, route: RouteInfo | undefi
   return "x".repeat(Math.max(1, schema.minLength ?? 1));
 }
 
-/** The fuzzing tenant's resource an id field or path parameter most likely names. */
-function realId(name: string, route: RouteInfo | undefined): string {
+/** The fuzzing tenant's (or another's) resource an id field or path parameter most likely names. */
+function realId(name: string, route: RouteInfo | undefined, ids: Record<string, string> = real): string {
   const byName: Record<string, string | undefined> = {
-    card_number: real.card,
-    product_id: route?.path.startsWith("/v1/airtime") ? randomUUID() : real.product,
-    cardholder_id: real.cardholder,
-    client_id: real.client,
+    card_number: ids.card,
+    product_id: route?.path.startsWith("/v1/airtime") ? randomUUID() : ids.product,
+    cardholder_id: ids.cardholder,
+    client_id: ids.client,
+    clabe: ids.clabe,
+    event_id: ids.event,
   };
   if (name in byName) return byName[name] ?? randomUUID();
   const path = route?.path ?? "";
   const prefixes: Array<[string, string | undefined]> = [
-    ["/v1/products/", real.product],
-    ["/v1/cards/", real.card],
-    ["/v1/clients/", real.client],
-    ["/v1/webhooks/", real.webhook],
+    ["/v1/products/", ids.product],
+    ["/v1/cards/", ids.card],
+    ["/v1/clients/", ids.client],
+    ["/v1/webhooks/", ids.webhook],
+    ["/v1/cardholders", ids.cardholder],
   ];
   return prefixes.find(([prefix]) => path.startsWith(prefix))?.[1] ?? randomUUID();
+}
+
+/** Fields and parameters that name a tenant's resource. */
+const identifierFields = new Set([
+  "id",
+  "card_number",
+  "cardholder_id",
+  "client_id",
+  "clabe",
+  "event_id",
+  "product_id",
+]);
+
+/** Routes whose identifiers name no tenant's resource (the airtime catalog, the rail's callbacks). */
+function namesTenantResources(route: RouteInfo): boolean {
+  return !route.path.startsWith("/v1/rails/") && route.key !== "POST /v1/airtime/topup";
 }
 
 /** card_number values no card has: clear numbers, bad Base64, ciphertexts of junk or of unknown PANs. */
@@ -739,6 +785,30 @@ function requestsFor(route: RouteInfo): fc.Arbitrary<FuzzRequest> {
         ),
       );
     }
+  }
+
+  // Every identifier set to another root client's resource: a tenant-isolation fuzz. Whatever
+  // else the request holds, it must be refused, and (when refused) write nothing.
+  const bodyIds = Object.keys(route.body?.properties ?? {}).filter((name) => identifierFields.has(name));
+  const queryIds = route.queryParams.filter((param) => identifierFields.has(param.name));
+  if (namesTenantResources(route) && route.pathParams.length + bodyIds.length + queryIds.length > 0) {
+    options.push(
+      authArb.map((auth) => {
+        const pathIds = Object.fromEntries(
+          route.pathParams.map((param) => [param.name, realId(param.name, route, stranger)]),
+        );
+        const qs = [
+          queryString(route).replace(/^\?/, ""),
+          ...queryIds.map((param) => `${param.name}=${realId(param.name, route, stranger)}`),
+        ].filter(Boolean);
+        const url = `${baseUrl(route, pathIds)}${qs.length > 0 ? `?${qs.join("&")}` : ""}`;
+        if (!route.body) return make("another client's ids", true, { url, auth });
+        const fields = bodyFields(route);
+        for (const name of bodyIds) fields[name] = realId(name, route, stranger);
+        const payload = serialize(fields);
+        return make("another client's ids", true, { url, auth, payload, headers: json(payload) });
+      }),
+    );
   }
 
   // Path parameters: unknown, traversal, encodings, huge.
