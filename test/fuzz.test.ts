@@ -875,30 +875,46 @@ function isCoercible(value: Json, schema: JsonSchema): boolean {
 }
 
 /** Unknown routes and methods: the not-found answer must be an envelope too. */
-const strayRequests: fc.Arbitrary<FuzzRequest> = fc
-  .tuple(
-    fc.constantFrom<InjectOptions["method"]>("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
-    fc.oneof(
-      fc.constantFrom(
-        "/",
-        "/v1",
-        "/v1/",
-        "/v2/cards",
-        "/v1/cards/../clients",
-        "/%2e%2e/etc",
-        "/v1/%ZZ",
-        "//v1//cards",
+function strayRequests(): fc.Arbitrary<FuzzRequest> {
+  const odd = fc
+    .tuple(
+      fc.constantFrom<InjectOptions["method"]>("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
+      fc.oneof(
+        fc.constantFrom(
+          "/",
+          "/v1",
+          "/v1/",
+          "/v2/cards",
+          "/v1/cards/../clients",
+          "/%2e%2e/etc",
+          "/v1/%ZZ",
+          "//v1//cards",
+        ),
+        hostilePathIds.map((id) => `/v1/${id}`),
       ),
-      hostilePathIds.map((id) => `/v1/${id}`),
-    ),
-  )
-  .map(([method, url]) => ({
-    route: "stray",
-    how: `${method} ${url.slice(0, 50)}`,
-    // The injector resolves dot segments (/v1/cards/../clients is GET /v1/clients), so a read may be answered.
-    mustReject: method !== "GET" && method !== "HEAD",
-    inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
-  }));
+    )
+    .map(([method, url]) => ({
+      route: "stray",
+      how: `${method} ${url.slice(0, 50)}`,
+      // The injector resolves dot segments (/v1/cards/../clients is GET /v1/clients): a read may be answered.
+      mustReject: method !== "GET" && method !== "HEAD",
+      inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
+    }));
+  // Every real path with a method no route has (Emisor has no PATCH, and no CORS preflight).
+  const paths = [...new Set(routes.map((route) => route.path))];
+  const wrongMethod = fc
+    .tuple(fc.constantFrom<InjectOptions["method"]>("PATCH", "OPTIONS"), fc.constantFrom(...paths))
+    .map(([method, path]) => {
+      const url = path.replace(/\{[^}]+\}/g, () => randomUUID());
+      return {
+        route: "stray",
+        how: `${method} ${url}`,
+        mustReject: true,
+        inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
+      };
+    });
+  return fc.oneof(odd, wrongMethod);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Checks
@@ -959,7 +975,7 @@ test(`fuzz every route: ${runs} hostile requests, envelopes only, no 5xx, refusa
   // Each route as likely as any other, whatever its number of parameters.
   const anyRequest = fc.oneof(
     { arbitrary: fc.oneof(...perRoute), weight: 19 },
-    { arbitrary: strayRequests, weight: 1 },
+    { arbitrary: strayRequests(), weight: 1 },
   );
 
   let baseline: StateSnapshot = await snapshot(t, tables);
