@@ -22,6 +22,7 @@ import {
   fillPath,
   type JsonSchema,
   type RouteInfo,
+  registeredPaths,
   type StateSnapshot,
   snapshot,
   tablesOf,
@@ -48,6 +49,32 @@ let routes: RouteInfo[];
 let tables: string[];
 /** Real identifiers of the fuzzing tenant, so that a request broken in one field reaches deep code. */
 let real: Record<string, string>;
+/** The same resources of another root client: naming any of them must be refused. */
+let stranger: Record<string, string>;
+
+async function strangerResources(): Promise<Record<string, string>> {
+  const other = await createTenant(t, { available: 1000 });
+  const [card] = await cardsFor(t, other, 1, { activate: true });
+  assert.ok(card);
+  const webhook = expectOk(
+    await call<{ webhook: { id: string } }>(t.app, "POST", "/v1/webhooks", {
+      token: other.token,
+      body: { url: "https://hooks.example.com/stranger" },
+    }),
+  ).webhook;
+  const { events } = expectOk(
+    await call<{ events: Array<{ id: string }> }>(t.app, "GET", "/v1/events", { token: other.token }),
+  );
+  return {
+    card: card.id,
+    product: card.productId,
+    cardholder: card.cardholderId,
+    client: other.clientId,
+    webhook: webhook.id,
+    clabe: other.clabe,
+    event: events[0]?.id ?? randomUUID(),
+  };
+}
 
 before(async () => {
   // A long auth cache: the fuzzer's token is checked thousands of times; the cache is not under test.
@@ -71,6 +98,7 @@ before(async () => {
     webhook: webhook.id,
     clabe: owner.clabe,
   };
+  stranger = await strangerResources();
   routes = [...(await documentedRoutes(t.app)), ...hiddenRoutes];
   tables = await tablesOf(t);
 });
@@ -389,23 +417,42 @@ function validString(schema: JsonSchema, name: string, route: RouteInfo | undefi
   return "x".repeat(Math.max(1, schema.minLength ?? 1));
 }
 
-/** The fuzzing tenant's resource an id field or path parameter most likely names. */
-function realId(name: string, route: RouteInfo | undefined): string {
+/** The fuzzing tenant's (or another's) resource an id field or path parameter most likely names. */
+function realId(name: string, route: RouteInfo | undefined, ids: Record<string, string> = real): string {
   const byName: Record<string, string | undefined> = {
-    card_number: real.card,
-    product_id: route?.path.startsWith("/v1/airtime") ? randomUUID() : real.product,
-    cardholder_id: real.cardholder,
-    client_id: real.client,
+    card_number: ids.card,
+    product_id: route?.path.startsWith("/v1/airtime") ? randomUUID() : ids.product,
+    cardholder_id: ids.cardholder,
+    client_id: ids.client,
+    clabe: ids.clabe,
+    event_id: ids.event,
   };
   if (name in byName) return byName[name] ?? randomUUID();
   const path = route?.path ?? "";
   const prefixes: Array<[string, string | undefined]> = [
-    ["/v1/products/", real.product],
-    ["/v1/cards/", real.card],
-    ["/v1/clients/", real.client],
-    ["/v1/webhooks/", real.webhook],
+    ["/v1/products/", ids.product],
+    ["/v1/cards/", ids.card],
+    ["/v1/clients/", ids.client],
+    ["/v1/webhooks/", ids.webhook],
+    ["/v1/cardholders", ids.cardholder],
   ];
   return prefixes.find(([prefix]) => path.startsWith(prefix))?.[1] ?? randomUUID();
+}
+
+/** Fields and parameters that name a tenant's resource. */
+const identifierFields = new Set([
+  "id",
+  "card_number",
+  "cardholder_id",
+  "client_id",
+  "clabe",
+  "event_id",
+  "product_id",
+]);
+
+/** Routes whose identifiers name no tenant's resource (the airtime catalog, the rail's callbacks). */
+function namesTenantResources(route: RouteInfo): boolean {
+  return !route.path.startsWith("/v1/rails/") && route.key !== "POST /v1/airtime/topup";
 }
 
 /** card_number values no card has: clear numbers, bad Base64, ciphertexts of junk or of unknown PANs. */
@@ -447,7 +494,12 @@ interface FuzzRequest {
 
 type AuthKind = "valid" | "none" | "garbage" | "scheme";
 
-const authArb = fc.constantFrom<AuthKind>("valid", "valid", "valid", "valid", "none", "garbage", "scheme");
+// Mostly a valid token: a refused token stops a request before validation and the service, so
+// the bad-token kinds are enough at a few percent each to prove every route checks them.
+const authArb: fc.Arbitrary<AuthKind> = fc.oneof(
+  { arbitrary: fc.constant<AuthKind>("valid"), weight: 17 },
+  { arbitrary: fc.constantFrom<AuthKind>("none", "garbage", "scheme"), weight: 3 },
+);
 
 function authHeaders(kind: AuthKind): Record<string, string> {
   switch (kind) {
@@ -736,6 +788,30 @@ function requestsFor(route: RouteInfo): fc.Arbitrary<FuzzRequest> {
     }
   }
 
+  // Every identifier set to another root client's resource: a tenant-isolation fuzz. Whatever
+  // else the request holds, it must be refused, and (when refused) write nothing.
+  const bodyIds = Object.keys(route.body?.properties ?? {}).filter((name) => identifierFields.has(name));
+  const queryIds = route.queryParams.filter((param) => identifierFields.has(param.name));
+  if (namesTenantResources(route) && route.pathParams.length + bodyIds.length + queryIds.length > 0) {
+    options.push(
+      authArb.map((auth) => {
+        const pathIds = Object.fromEntries(
+          route.pathParams.map((param) => [param.name, realId(param.name, route, stranger)]),
+        );
+        const qs = [
+          queryString(route).replace(/^\?/, ""),
+          ...queryIds.map((param) => `${param.name}=${realId(param.name, route, stranger)}`),
+        ].filter(Boolean);
+        const url = `${baseUrl(route, pathIds)}${qs.length > 0 ? `?${qs.join("&")}` : ""}`;
+        if (!route.body) return make("another client's ids", true, { url, auth });
+        const fields = bodyFields(route);
+        for (const name of bodyIds) fields[name] = realId(name, route, stranger);
+        const payload = serialize(fields);
+        return make("another client's ids", true, { url, auth, payload, headers: json(payload) });
+      }),
+    );
+  }
+
   // Path parameters: unknown, traversal, encodings, huge.
   for (const param of route.pathParams) {
     options.push(
@@ -800,30 +876,46 @@ function isCoercible(value: Json, schema: JsonSchema): boolean {
 }
 
 /** Unknown routes and methods: the not-found answer must be an envelope too. */
-const strayRequests: fc.Arbitrary<FuzzRequest> = fc
-  .tuple(
-    fc.constantFrom<InjectOptions["method"]>("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
-    fc.oneof(
-      fc.constantFrom(
-        "/",
-        "/v1",
-        "/v1/",
-        "/v2/cards",
-        "/v1/cards/../clients",
-        "/%2e%2e/etc",
-        "/v1/%ZZ",
-        "//v1//cards",
+function strayRequests(): fc.Arbitrary<FuzzRequest> {
+  const odd = fc
+    .tuple(
+      fc.constantFrom<InjectOptions["method"]>("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"),
+      fc.oneof(
+        fc.constantFrom(
+          "/",
+          "/v1",
+          "/v1/",
+          "/v2/cards",
+          "/v1/cards/../clients",
+          "/%2e%2e/etc",
+          "/v1/%ZZ",
+          "//v1//cards",
+        ),
+        hostilePathIds.map((id) => `/v1/${id}`),
       ),
-      hostilePathIds.map((id) => `/v1/${id}`),
-    ),
-  )
-  .map(([method, url]) => ({
-    route: "stray",
-    how: `${method} ${url.slice(0, 50)}`,
-    // The injector resolves dot segments (/v1/cards/../clients is GET /v1/clients), so a read may be answered.
-    mustReject: method !== "GET" && method !== "HEAD",
-    inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
-  }));
+    )
+    .map(([method, url]) => ({
+      route: "stray",
+      how: `${method} ${url.slice(0, 50)}`,
+      // The injector resolves dot segments (/v1/cards/../clients is GET /v1/clients): a read may be answered.
+      mustReject: method !== "GET" && method !== "HEAD",
+      inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
+    }));
+  // Every real path with a method no route has (Emisor has no PATCH, and no CORS preflight).
+  const paths = [...new Set(routes.map((route) => route.path))];
+  const wrongMethod = fc
+    .tuple(fc.constantFrom<InjectOptions["method"]>("PATCH", "OPTIONS"), fc.constantFrom(...paths))
+    .map(([method, path]) => {
+      const url = path.replace(/\{[^}]+\}/g, () => randomUUID());
+      return {
+        route: "stray",
+        how: `${method} ${url}`,
+        mustReject: true,
+        inject: { method, url, headers: { authorization: `Bearer ${owner.token}` } },
+      };
+    });
+  return fc.oneof(odd, wrongMethod);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Checks
@@ -871,10 +963,10 @@ const refusalsThatWrite = new Set([5309]);
  * run in batches: when every answer of a batch was a refusal or a read (GET), the database must be
  * exactly as before the batch (every row of every table, the ledger's entry count and volume).
  * A batch with an accepted write (or a refusal that writes by design) is not checked and
- * re-baselines. The test asserts that most requests were covered by a checked batch, so the check
- * cannot quietly vanish.
+ * re-baselines. The test asserts that at least 40% of the requests were covered by a checked
+ * batch (about 65% in practice), so the check cannot quietly vanish.
  */
-const batchSize = 25;
+const batchSize = 20;
 
 test(`fuzz every route: ${runs} hostile requests, envelopes only, no 5xx, refusals write nothing`, async () => {
   const started = Date.now();
@@ -884,7 +976,7 @@ test(`fuzz every route: ${runs} hostile requests, envelopes only, no 5xx, refusa
   // Each route as likely as any other, whatever its number of parameters.
   const anyRequest = fc.oneof(
     { arbitrary: fc.oneof(...perRoute), weight: 19 },
-    { arbitrary: strayRequests, weight: 1 },
+    { arbitrary: strayRequests(), weight: 1 },
   );
 
   let baseline: StateSnapshot = await snapshot(t, tables);
@@ -947,11 +1039,27 @@ test(`fuzz every route: ${runs} hostile requests, envelopes only, no 5xx, refusa
     `fuzz: ${stats.sent} requests in ${seconds.toFixed(1)} s on ${t.engine} (${stats.refused} refused, ${stats.accepted} accepted; ${stats.checked} in no-write-checked batches)`,
   );
   assert.ok(stats.sent >= runs, `only ${stats.sent} requests sent`);
+  // The fuzzer's token must have survived (an accepted logout would have turned every later
+  // authenticated request into a shallow 401 without failing anything).
+  expectOk(await call(t.app, "GET", "/v1/clients/balance", { token: owner.token }));
   assert.deepEqual(unvisited, [], "routes never fuzzed");
   assert.ok(
-    stats.checked >= stats.sent * 0.5,
+    stats.checked >= stats.sent * 0.4,
     `only ${stats.checked} of ${stats.sent} requests had their writes checked`,
   );
+});
+
+test("the fuzzer's route list is every route the app registered", () => {
+  // The OpenAPI document hides infrastructure routes; Fastify's own route tree has them all. A new
+  // hidden route fails here until it is added to hiddenRoutes (Swagger UI's assets under /docs/
+  // are a library's static files).
+  const known = new Set(routes.map((route) => route.path));
+  const registered = registeredPaths(t.app);
+  const unknown = registered.filter((path) => !known.has(path) && !/^\/docs./.test(path));
+  assert.deepEqual(unknown, []);
+  // And the tree reader sees every documented route, so it cannot pass by reading nothing.
+  const unread = [...known].filter((path) => !registered.includes(path));
+  assert.deepEqual(unread, []);
 });
 
 test("the no-write check sees an UPDATE, an INSERT and a ledger entry", async () => {

@@ -161,14 +161,14 @@ function cardForms(
   target: Party,
   body: (cardNumber: string) => Record<string, unknown>,
   code = errors.cardNotFound.code,
-) {
+): Array<Omit<Attempt, "url">> {
   return [
-    { variant: "card UUID", url: "", body: body(target.cardId), code },
-    { variant: "ciphered PAN", url: "", body: body(target.cipheredPan), code },
+    { variant: "card UUID", body: body(target.cardId), code },
+    { variant: "ciphered PAN", body: body(target.cipheredPan), code },
   ];
 }
 
-function onUrl(url: string, attempts: Array<Omit<Attempt, "url"> & { url: string }>): Attempt[] {
+function onUrl(url: string, attempts: Array<Omit<Attempt, "url">>): Attempt[] {
   return attempts.map((attempt) => ({ ...attempt, url }));
 }
 
@@ -188,7 +188,7 @@ const one = (variant: string, url: string, code: number, body?: unknown): Attemp
   { variant, url, code, ...(body !== undefined ? { body } : {}) },
 ];
 
-export const matrix: Record<string, Attempts> = {
+const matrix: Record<string, Attempts> = {
   "GET /v1/products/{id}": (_, x) => one("product", `/v1/products/${x.productId}`, notFound.product),
   "POST /v1/products/{id}/stock": (_, x) =>
     one("product", `/v1/products/${x.productId}/stock`, notFound.product, { quantity: 1 }),

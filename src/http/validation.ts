@@ -53,15 +53,16 @@ const textAjv = makeAjv(true);
  * store U+FFFD instead). Such a value passed the schema and failed at the INSERT as a 500; it is
  * refused here instead, naming the field, for every validated part (body, query, params).
  */
-const unstorable = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const isUnstorable = (text: string) => text.includes("\u0000") || loneSurrogate.test(text);
 
 /** The JSON Pointer of the first string (or object key) holding unstorable text. */
 function firstUnstorable(value: unknown, pointer: string): string | undefined {
-  if (typeof value === "string") return unstorable.test(value) ? pointer : undefined;
+  if (typeof value === "string") return isUnstorable(value) ? pointer : undefined;
   if (value === null || typeof value !== "object") return undefined;
   for (const [key, item] of Object.entries(value)) {
     const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`;
-    if (unstorable.test(key)) return at;
+    if (isUnstorable(key)) return at;
     const found = firstUnstorable(item, at);
     if (found !== undefined) return found;
   }

@@ -80,6 +80,27 @@ export async function documentedRoutes(app: FastifyInstance): Promise<RouteInfo[
   return routes;
 }
 
+/**
+ * Every path the app registered, documented or not, read from Fastify's route tree
+ * (printRoutes), in OpenAPI form (/v1/cards/{id}). Each line of the tree is a node whose label
+ * extends its parent's path; the depth is the column of its branch marker.
+ */
+export function registeredPaths(app: FastifyInstance): string[] {
+  const stack: string[] = [];
+  const paths = new Set<string>();
+  for (const line of app.printRoutes({ commonPrefix: false }).split("\n")) {
+    const marker = line.search(/[├└]── /);
+    if (marker < 0) continue;
+    const depth = Math.floor(marker / 4);
+    const label = line.slice(marker + 4).replace(/ \([A-Z, ]+\)$/, "");
+    const path = `${stack[depth - 1] ?? ""}${label}`;
+    stack[depth] = path;
+    stack.length = depth + 1;
+    if (/\([A-Z, ]+\)$/.test(line)) paths.add(path.replace(/:([A-Za-z_]+)/g, "{$1}"));
+  }
+  return [...paths];
+}
+
 /** Fills a route's path template, e.g. fillPath("/v1/cards/{id}", { id }) (values URL-encoded). */
 export function fillPath(template: string, values: Record<string, string>, encode = true): string {
   return template.replace(/\{([^}]+)\}/g, (_, name: string) => {
