@@ -87,11 +87,13 @@ export function recordTraffic(app: FastifyInstance, base: string): { secrets: Se
   };
   const inject = app.inject.bind(app) as (options: InjectOptions | string) => Promise<LightMyRequestResponse>;
   const wrapped = async (options: InjectOptions | string): Promise<LightMyRequestResponse> => {
-    if (typeof options === "object") {
+    const response = await inject(options);
+    // A password or PIN becomes a secret when it is accepted (a login, a new API key, a PIN
+    // set); what a refused request carried (a fuzzer's junk) was never anyone's credential.
+    if (typeof options === "object" && response.statusCode < 300) {
       const payload = typeof options.payload === "string" ? parse(options.payload) : options.payload;
       walk(payload, requestSecretKeys, add);
     }
-    const response = await inject(options);
     const method = response.raw.req.method ?? "GET";
     const route = routeOf(response.raw.req.url ?? "/");
     const authorization = response.headers.authorization;
