@@ -38,6 +38,8 @@ export interface Config {
   speiSimReturnProbability: number;
   /** SPEI simulator: share (0..1) of submissions failing as if the rail were unreachable. */
   speiSimUnavailableProbability: number;
+  /** SPEI simulator: append-only journal file, so a restarted simulator remembers its orders. */
+  speiSimJournal: string | undefined;
   /** Airtime simulator: how long the provider takes to answer. */
   airtimeSimDelayMs: number;
   /** Airtime simulator: share (0..1) of top-ups the provider fails. */
@@ -68,6 +70,7 @@ export const configVariables = [
   "EMISOR_SIM_SPEI_SETTLE_MS",
   "EMISOR_SIM_SPEI_RETURN_PROBABILITY",
   "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY",
+  "EMISOR_SIM_SPEI_JOURNAL",
   "EMISOR_SIM_AIRTIME_DELAY_MS",
   "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY",
 ] as const;
@@ -131,6 +134,7 @@ export function loadConfig(env: Env = process.env): Config {
     speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),
     speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
     speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),
+    speiSimJournal: optional(env, "EMISOR_SIM_SPEI_JOURNAL"),
     airtimeSimDelayMs: integer(env, "EMISOR_SIM_AIRTIME_DELAY_MS", 300, 0, 60_000),
     airtimeSimFailureProbability: probability(env, "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY"),
   };
