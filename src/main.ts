@@ -25,7 +25,8 @@ export async function runServer(
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.dbPoolSize,
-    onPoolError: (error) => logger.warn({ err: error }, "idle database connection failed"),
+    queryTimeoutMs: config.dbQueryTimeoutMs,
+    onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
   });
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");
