@@ -1,6 +1,13 @@
 import { mkdirSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
-import { Kysely, PostgresDialect, type PostgresPool, type PostgresPoolClient, sql, type Transaction } from "kysely";
+import {
+  Kysely,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  sql,
+  type Transaction,
+} from "kysely";
 import pg from "pg";
 import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
@@ -102,7 +109,9 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
     client.on("error", (error) => options.onPoolError?.(error));
   });
   const queryTimeoutMs = options.queryTimeoutMs ?? limits.dbQueryTimeoutMs;
-  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool: withQueryDeadline(pool, queryTimeoutMs) }) });
+  const db = new Kysely<Schema>({
+    dialect: new PostgresDialect({ pool: withQueryDeadline(pool, queryTimeoutMs) }),
+  });
   return {
     engine: "postgres",
     db,
