@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
@@ -174,7 +175,14 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
     request.on("error", reject);
   });
   request.write(body.slice(0, 5));
+  // A connection that never sends a request (a load balancer's pre-connection) must not hold the
+  // shutdown: before the fix the process waited for it until the grace period and exited 1.
+  const idle = net.connect(Number(url.port), url.hostname);
+  idle.on("error", () => {});
+  await new Promise((resolve) => idle.once("connect", resolve));
+  const idleClosed = new Promise((resolve) => idle.once("close", resolve));
   await new Promise((resolve) => setTimeout(resolve, 200));
+  const signalled = Date.now();
   service.child.kill("SIGTERM");
   // The listening socket closes at once: a new connection is refused while the old one drains.
   await eventually(
@@ -191,6 +199,8 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
   const answer = await answered;
   assert.equal(answer.status, 200, answer.text);
   assert.equal(await service.exited, 0);
+  await idleClosed;
+  assert.ok(Date.now() - signalled < limits.shutdownGraceMs, "exited before the grace period ran out");
 
   // Started again on the same database: the funding took effect exactly once, and retrying its
   // key replays it instead of funding again.
