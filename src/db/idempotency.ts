@@ -51,12 +51,17 @@ export async function runIdempotent(
       return { ...response, replayed: false };
     });
   } catch (error) {
+    let lookupFailure: unknown;
     const stored = await findStoredResponse(db, scope).catch((lookupError: unknown) => {
       // A 4001 (another body under this key) is the answer; a failed lookup is not.
       if (lookupError instanceof AppError) throw lookupError;
+      lookupFailure = lookupError;
       return undefined;
     });
     if (stored) return stored;
+    // The key is taken but could not be read (the database went away in between): that failure
+    // is the answer (503, retry with the key), not a vanished key (500).
+    if (error instanceof KeyTaken && lookupFailure !== undefined) throw lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
     throw error;
   }
