@@ -148,6 +148,8 @@ function newOp(kind: Kind, tenant: Tenant): OpRecord | undefined {
   }
 }
 
+let emisor: EmisorProcess | undefined;
+
 async function main(): Promise<number> {
   const violations: Violations = [];
   const work = mkdtempSync(path.join(tmpdir(), "emisor-chaos-"));
@@ -156,6 +158,16 @@ async function main(): Promise<number> {
   execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
   say("private PostgreSQL cluster");
   const cluster = await PrivateCluster.create();
+  // Interrupted (Ctrl-C, a CI timeout): the private cluster and Emisor must not outlive the test.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      void emisor
+        ?.kill()
+        .catch(() => {})
+        .then(() => cluster.destroy())
+        .finally(() => process.exit(130));
+    });
+  }
   const pgs = new Postgres(cluster.url);
   const database = "emisor";
   await pgs.sql("postgres", `create database ${database}`);
@@ -176,7 +188,7 @@ async function main(): Promise<number> {
     EMISOR_RATE_LIMIT_PER_SECOND: "0",
     LOG_LEVEL: process.env.CHAOS_LOG_LEVEL || "warn",
   };
-  const emisor = new EmisorProcess(env, path.join(work, "emisor.log"));
+  emisor = new EmisorProcess(env, path.join(work, "emisor.log"));
   const crashes = { emisorKilled: 0, postgresRestarted: 0 };
   const counts = { reads: 0, readFailures: 0, snapshots: 0, snapshotsSkipped: 0 };
   const client = new CarefulClient(base, { abortProbability: plan.abort, attemptTimeoutMs: 15_000 });
