@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { recordResponse, runIdempotent } from "../src/db/idempotency.ts";
+import { AppError, errors } from "../src/errors.ts";
 import { ok } from "../src/http/envelope.ts";
 import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
@@ -126,4 +127,13 @@ test("a key taken by a duplicate whose answer cannot be read (database gone in b
   );
   assert.equal(failure, lost);
   assert.ok(isDatabaseUnavailable(failure));
+  // Likewise when the work failed with a business error the duplicate may have caused (its debit
+  // left too little): a 422 would tell the client the money did not move. Found by the bank test.
+  const refused = await runIdempotent(flaky, scope, async () => {
+    throw new AppError(errors.speiInsufficientFunds);
+  }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.equal(refused, lost);
 });

@@ -59,9 +59,11 @@ export async function runIdempotent(
       return undefined;
     });
     if (stored) return stored;
-    // The key is taken but could not be read (the database went away in between): that failure
-    // is the answer (503, retry with the key), not a vanished key (500).
-    if (error instanceof KeyTaken && lookupFailure !== undefined) throw lookupFailure;
+    // The lookup failed (the database went away in between): whether a duplicate committed is
+    // unknown, so that failure is the answer (503: retry with the key). Neither the work's own
+    // error (a 4xx such as insufficient funds, caused by the duplicate's debit, would tell a
+    // careful client the money did not move when it did) nor a vanished key (500).
+    if (lookupFailure !== undefined) throw lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
     throw error;
   }
