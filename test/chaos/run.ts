@@ -353,7 +353,7 @@ async function main(): Promise<number> {
       `operations: ${ops.length} (${[...byKind].map(([k, r]) => `${k} ${r.ok} ok/${r.rejected} 4xx/${r.unanswered} unanswered`).join(", ")})`,
       `4xx answers by code (expected business refusals: insufficient balance, order already final): ${[...rejections].map(([r, n]) => `${r} x${n}`).join(", ") || "none"}`,
       `requests: ${client.stats.requests}; retries: ${client.stats.retries} (dropped by the client mid-request ${client.stats.aborted}, network errors ${client.stats.networkErrors}, 5xx ${client.stats.status5xx}, re-logins ${client.stats.reLogins})`,
-      `reads: ${counts.reads} (${counts.readFailures} unanswered or non-200); replays checked: ${sample.length}`,
+      `reads: ${counts.reads - counts.readFailures} answered 200 (${counts.readFailures} more attempts unanswered or non-200 while a crash was under way); replays checked: ${sample.length}`,
       `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
       `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
       `invariants: ${counts.snapshots} snapshots during the run (${counts.snapshotsSkipped} skipped: database away), ${report.checks} checks after it; violations: ${violations.length}`,
