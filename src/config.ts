@@ -1,4 +1,5 @@
 import path from "node:path";
+import { limits } from "./limits.ts";
 
 /**
  * Every environment variable Emisor reads, parsed once at start. The README's configuration
@@ -18,6 +19,8 @@ export interface Config {
   sandbox: boolean;
   logLevel: string;
   dbPoolSize: number;
+  /** PostgreSQL: a statement unanswered this long drops its connection and the request gets 503. */
+  dbQueryTimeoutMs: number;
   /** Seconds an API key's status and revoked tokens may be cached by one process. */
   authCacheSeconds: number;
   /** Minimum length of new API key passwords (the contract allows 1-30; we require more). */
@@ -38,6 +41,8 @@ export interface Config {
   speiSimReturnProbability: number;
   /** SPEI simulator: share (0..1) of submissions failing as if the rail were unreachable. */
   speiSimUnavailableProbability: number;
+  /** SPEI simulator: append-only journal file, so a restarted simulator remembers its orders. */
+  speiSimJournal: string | undefined;
   /** Airtime simulator: how long the provider takes to answer. */
   airtimeSimDelayMs: number;
   /** Airtime simulator: share (0..1) of top-ups the provider fails. */
@@ -58,6 +63,7 @@ export const configVariables = [
   "EMISOR_SANDBOX",
   "LOG_LEVEL",
   "EMISOR_DB_POOL_SIZE",
+  "EMISOR_DB_QUERY_TIMEOUT_MS",
   "EMISOR_AUTH_CACHE_SECONDS",
   "EMISOR_API_KEY_PASSWORD_MIN_LENGTH",
   "EMISOR_RATE_LIMIT_PER_SECOND",
@@ -68,6 +74,7 @@ export const configVariables = [
   "EMISOR_SIM_SPEI_SETTLE_MS",
   "EMISOR_SIM_SPEI_RETURN_PROBABILITY",
   "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY",
+  "EMISOR_SIM_SPEI_JOURNAL",
   "EMISOR_SIM_AIRTIME_DELAY_MS",
   "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY",
 ] as const;
@@ -121,6 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
     sandbox: boolean(env, "EMISOR_SANDBOX", true),
     logLevel: env.LOG_LEVEL || "info",
     dbPoolSize: integer(env, "EMISOR_DB_POOL_SIZE", 20, 1, 500),
+    dbQueryTimeoutMs: integer(env, "EMISOR_DB_QUERY_TIMEOUT_MS", limits.dbQueryTimeoutMs, 100, 600_000),
     authCacheSeconds: integer(env, "EMISOR_AUTH_CACHE_SECONDS", 5, 0, 300),
     apiKeyPasswordMinLength: integer(env, "EMISOR_API_KEY_PASSWORD_MIN_LENGTH", 12, 1, 30),
     rateLimitPerSecond: integer(env, "EMISOR_RATE_LIMIT_PER_SECOND", 0, 0, 1_000_000),
@@ -131,6 +139,7 @@ export function loadConfig(env: Env = process.env): Config {
     speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),
     speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
     speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),
+    speiSimJournal: optional(env, "EMISOR_SIM_SPEI_JOURNAL"),
     airtimeSimDelayMs: integer(env, "EMISOR_SIM_AIRTIME_DELAY_MS", 300, 0, 60_000),
     airtimeSimFailureProbability: probability(env, "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY"),
   };

@@ -44,6 +44,12 @@ export const limits = {
   dbAcquireTimeoutMs: 5_000,
   /** How long one SQL statement may run before it is cancelled. */
   dbStatementTimeoutMs: 15_000,
+  /**
+   * PostgreSQL: how long a statement may go unanswered before its connection is dropped and the
+   * request answered 503 (a frozen server; a stopped one is noticed at once). Default of
+   * EMISOR_DB_QUERY_TIMEOUT_MS; above the statement timeout, so the server cancels first.
+   */
+  dbQueryTimeoutMs: 20_000,
   /** Cards minted by one stock request. */
   stockMintMax: 10_000,
   /** Wrong PINs in a row before a card's PIN is locked (a new PIN unlocks it). */

@@ -1,3 +1,5 @@
+import type { Server } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { buildApp } from "./app.ts";
@@ -25,7 +27,8 @@ export async function runServer(
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: config.dbPoolSize,
-    onPoolError: (error) => logger.warn({ err: error }, "idle database connection failed"),
+    queryTimeoutMs: config.dbQueryTimeoutMs,
+    onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
   });
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");
@@ -41,6 +44,7 @@ export async function runServer(
       : undefined;
 
   const app = await buildApp(ctx, { loggerInstance: logger });
+  const connections = trackConnections(app.server);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
@@ -61,17 +65,58 @@ export async function runServer(
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
-      const force = setTimeout(() => process.exit(1), limits.shutdownGraceMs).unref();
+      // The step under way is named in the log when the grace period runs out, so an operator
+      // sees what held the shutdown.
+      let step = "draining requests and worker passes";
+      const force = setTimeout(() => {
+        logger.error({ step, graceMs: limits.shutdownGraceMs }, "shutdown grace exceeded; exiting");
+        process.exit(1);
+      }, limits.shutdownGraceMs).unref();
       // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
       // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
-      await Promise.all([app.close(), rails?.stop()]);
+      const closing = app.close();
+      connections.closeIdle();
+      await Promise.all([closing, rails?.stop()]);
+      step = "stopping the webhook worker";
       await webhooks?.stop();
+      step = "closing the database";
       await database.close();
       clearTimeout(force);
     })();
     return stopping;
   };
   return { app, stop };
+}
+
+/**
+ * Connections without a request in flight are closed at shutdown, and the others as soon as their
+ * response is out. Fastify's own idle closing misses a connection that was opened but has not
+ * sent a request yet (a load balancer's pre-connection, a client that gave up while connecting),
+ * and server.close() waits for it until the grace period kills the process with exit code 1.
+ */
+function trackConnections(server: Server): { closeIdle(): void } {
+  const inFlight = new Map<Socket, number>();
+  let closing = false;
+  server.on("connection", (socket: Socket) => {
+    inFlight.set(socket, 0);
+    socket.once("close", () => inFlight.delete(socket));
+  });
+  server.on("request", (request, response) => {
+    const socket = request.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    response.once("close", () => {
+      const left = Math.max(0, (inFlight.get(socket) ?? 1) - 1);
+      inFlight.set(socket, left);
+      // end(), not destroy(): the response may still be in the socket's buffer.
+      if (closing && left === 0) socket.end();
+    });
+  });
+  return {
+    closeIdle: () => {
+      closing = true;
+      for (const [socket, count] of inFlight) if (count === 0) socket.destroy();
+    },
+  };
 }
 
 function printBanner(

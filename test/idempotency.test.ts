@@ -2,6 +2,10 @@
 // key with another body is 409; keys are scoped per API key; concurrent duplicates take effect once.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { recordResponse, runIdempotent } from "../src/db/idempotency.ts";
+import { AppError, errors } from "../src/errors.ts";
+import { ok } from "../src/http/envelope.ts";
+import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
 import { call, createTenant, expectError, expectOk } from "./helpers/api.ts";
@@ -97,4 +101,39 @@ test("money routes are rate limited per API key with Retry-After when configured
   } finally {
     await limited.close();
   }
+});
+
+test("a key taken by a duplicate whose answer cannot be read (database gone in between) is 503, not 500", async () => {
+  const tenant = await createTenant(t);
+  const scope = { apiKeyId: tenant.apiKeyId, key: "gone-between", requestHash: "h" };
+  await t.ctx.db.transaction().execute((tx) => recordResponse(tx, scope, { status: 200, body: ok({}) }));
+  // The work's own transaction finds the key taken; then the lookup of the stored answer fails
+  // the way a restarting PostgreSQL fails it.
+  const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+  const flaky = new Proxy(t.ctx.db, {
+    get: (target, property) => {
+      if (property === "selectFrom")
+        return () => {
+          throw lost;
+        };
+      // Kysely's methods use private fields: they must run on the real object.
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const failure = await runIdempotent(flaky, scope, async () => ({ status: 200, body: ok({}) })).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.equal(failure, lost);
+  assert.ok(isDatabaseUnavailable(failure));
+  // Likewise when the work failed with a business error the duplicate may have caused (its debit
+  // left too little): a 422 would tell the client the money did not move. Found by the bank test.
+  const refused = await runIdempotent(flaky, scope, async () => {
+    throw new AppError(errors.speiInsufficientFunds);
+  }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.equal(refused, lost);
 });

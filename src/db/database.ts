@@ -1,6 +1,13 @@
 import { mkdirSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
-import { Kysely, PostgresDialect, sql, type Transaction } from "kysely";
+import {
+  Kysely,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  sql,
+  type Transaction,
+} from "kysely";
 import pg from "pg";
 import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
@@ -33,8 +40,10 @@ export interface DatabaseOptions {
   /** PGlite: start from this tarball instead of an empty cluster. */
   loadDataDir?: Blob | undefined;
   poolSize?: number;
-  /** Called with errors of idle PostgreSQL connections (a restarted server), which pg emits. */
+  /** Called with errors of PostgreSQL connections (a restarted server), idle or checked out. */
   onPoolError?: (error: Error) => void;
+  /** PostgreSQL: a statement unanswered this long has its connection dropped (503, not a hang). */
+  queryTimeoutMs?: number;
 }
 
 // int8 -> bigint everywhere: money is bigint centavos from the column to the edge.
@@ -93,7 +102,17 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
     },
   });
   pool.on("error", (error) => options.onPoolError?.(error));
-  const db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+  // pg-pool listens for errors only while a connection is idle. A connection lost while checked
+  // out between two statements of a transaction (a server restart) would emit an unhandled
+  // 'error' and kill the process; with this listener its next statement fails instead (503) and
+  // the pool discards it on release.
+  pool.on("connect", (client) => {
+    client.on("error", (error) => options.onPoolError?.(error));
+  });
+  const queryTimeoutMs = options.queryTimeoutMs ?? limits.dbQueryTimeoutMs;
+  const db = new Kysely<Schema>({
+    dialect: new PostgresDialect({ pool: withQueryDeadline(pool, queryTimeoutMs) }),
+  });
   return {
     engine: "postgres",
     db,
@@ -104,6 +123,34 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
     ping: async (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
     dump: () => Promise.reject(new Error("dump is only available on PGlite")),
     close: () => db.destroy(),
+  };
+}
+
+/** What pg keeps of a connection's socket: destroying it fails every statement on it at once. */
+interface ClientWithSocket {
+  connection?: { stream?: { destroy(): void } };
+}
+
+/**
+ * The pool as Kysely sees it, with a deadline on every statement. A server that stopped answering
+ * without closing the socket (a frozen host, a network partition) would otherwise hold the request
+ * until TCP gives up, minutes later. pg's own query_timeout leaves the connection busy with the
+ * unanswered statement and returns it to the pool; destroying the socket instead errors the
+ * statement ("Connection terminated unexpectedly", mapped to 503) and the pool discards it.
+ */
+function withQueryDeadline(pool: pg.Pool, timeoutMs: number): PostgresPool {
+  return {
+    connect: async () => {
+      const client = await pool.connect();
+      const query = (text: string, values: ReadonlyArray<unknown>) => {
+        const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
+        return client.query(text, values as unknown[]).finally(() => clearTimeout(timer));
+      };
+      // Only the (text, values) form: Kysely uses the cursor form for streams, which need a
+      // cursor class configured on the dialect, and none is.
+      return { query, release: () => client.release() } as unknown as PostgresPoolClient;
+    },
+    end: () => pool.end(),
   };
 }
 

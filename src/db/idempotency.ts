@@ -51,12 +51,19 @@ export async function runIdempotent(
       return { ...response, replayed: false };
     });
   } catch (error) {
+    let lookupFailure: unknown;
     const stored = await findStoredResponse(db, scope).catch((lookupError: unknown) => {
       // A 4001 (another body under this key) is the answer; a failed lookup is not.
       if (lookupError instanceof AppError) throw lookupError;
+      lookupFailure = lookupError;
       return undefined;
     });
     if (stored) return stored;
+    // The lookup failed (the database went away in between): whether a duplicate committed is
+    // unknown, so that failure is the answer (503: retry with the key). Neither the work's own
+    // error (a 4xx such as insufficient funds, caused by the duplicate's debit, would tell a
+    // careful client the money did not move when it did) nor a vanished key (500).
+    if (lookupFailure !== undefined) throw lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
     throw error;
   }

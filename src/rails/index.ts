@@ -16,6 +16,7 @@ export function createRails(config: Config): Rails {
     settleDelayMs: config.speiSimSettleMs,
     returnProbability: config.speiSimReturnProbability,
     unavailableProbability: config.speiSimUnavailableProbability,
+    journalPath: config.speiSimJournal,
   });
   const airtime = new AirtimeSimulator({
     delayMs: config.airtimeSimDelayMs,

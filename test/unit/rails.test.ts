@@ -2,6 +2,9 @@
 // (property, against a naive list), cursors, tracking keys, and that the simulators are
 // asynchronous, deduplicate, fail when told to, and redeliver callbacks.
 import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
 import {
@@ -21,7 +24,7 @@ import {
   type SpeiOrderMessage,
   type SpeiStateChange,
 } from "../../src/rails/spei/port.ts";
-import { SpeiSimulator } from "../../src/rails/spei/simulator.ts";
+import { readSpeiJournal, SpeiSimulator } from "../../src/rails/spei/simulator.ts";
 
 test("signature: the rail's HMAC over timestamp and exact body verifies; anything else does not", () => {
   const body = Buffer.from('{"Monto":100}');
@@ -192,4 +195,52 @@ test("airtime simulator: deduplicates by id, refuses impossible numbers, fails a
   const waiting = slow.topup(request);
   await slow.close();
   assert.equal((await waiting).status, "COMPLETED");
+});
+
+test("SPEI simulator with a journal: a restarted one answers a re-sent order as before and delivers what it owed", async (t) => {
+  const journalPath = path.join(mkdtempSync(path.join(tmpdir(), "emisor-sim-")), "spei.jsonl");
+  // Simulator timers are unref'd; this keeps the test alive while it waits, and is cleared even
+  // when an assertion fails, so a failure cannot hang the run.
+  const keepAlive = setInterval(() => {}, 1000);
+  t.after(() => clearInterval(keepAlive));
+  const first = new SpeiSimulator({
+    settleDelayMs: 1,
+    returnProbability: 0,
+    unavailableProbability: 0,
+    journalPath,
+  });
+  first.hold();
+  const accepted = await first.submitOrder(order("J1"));
+  await first.close(); // the process dies before the outcome was delivered
+  const second = new SpeiSimulator({
+    settleDelayMs: 1,
+    returnProbability: 1,
+    unavailableProbability: 0,
+    journalPath,
+  });
+  const delivered = new Promise<SpeiStateChange>((resolve) => second.onStateChange(async (c) => resolve(c)));
+  // The same order again: the first answer, not a new order (returnProbability 1 would return it).
+  assert.deepEqual(await second.submitOrder(order("J1")), accepted);
+  assert.equal(second.ordersAccepted, 1);
+  assert.equal((await delivered).estado, "LIQUIDACION");
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await second.close();
+  const third = new SpeiSimulator({
+    settleDelayMs: 1,
+    returnProbability: 0,
+    unavailableProbability: 0,
+    journalPath,
+  });
+  let redelivered = 0;
+  third.onStateChange(async () => {
+    redelivered += 1;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(redelivered, 0, "a delivered outcome is not delivered again after a restart");
+  // The re-submit and the delivery race each other: compare the records, not their order.
+  const kinds = readSpeiJournal(journalPath).map((r) => r.e);
+  assert.deepEqual(kinds.slice(0, 2), ["submit", "accepted"]);
+  assert.deepEqual(kinds.slice(2).sort(), ["delivered", "submit"]);
+  clearInterval(keepAlive);
+  await third.close();
 });

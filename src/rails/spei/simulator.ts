@@ -1,3 +1,4 @@
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import {
   RailUnavailableError,
   type SpeiOrderMessage,
@@ -17,6 +18,11 @@ import {
  *
  * Tests and the sandbox steer it deterministically: `decide` overrides the dice per order,
  * `hold()` queues outcomes until `flush()` delivers them.
+ *
+ * With `journalPath` it keeps its book in an append-only file (JSON lines), as a real rail keeps
+ * its own: after a restart (of the whole process, even SIGKILL) it still knows every order it
+ * accepted, answers a re-sent one as before instead of taking it anew, and delivers the outcomes
+ * it had not delivered yet. The bank test with faults compares Emisor's orders with this file.
  */
 export interface SpeiSimulatorOptions {
   settleDelayMs: number;
@@ -27,6 +33,39 @@ export interface SpeiSimulatorOptions {
   /** Causes a simulated return picks from (default 01, 02, 03, 17). */
   returnCauses?: string[];
   random?: () => number;
+  /** Append-only journal file (created when missing); without it the simulator forgets on exit. */
+  journalPath?: string | undefined;
+}
+
+/** One line of the journal. `submit` records every hand-over, duplicates included. */
+export type SpeiJournalRecord =
+  | { e: "submit"; key: string }
+  | {
+      e: "accepted";
+      key: string;
+      ref: string;
+      trackingKey: string;
+      operationDate: string;
+      amountCents: string;
+      decision: Exclude<SimulatedDecision, "UNAVAILABLE" | { reject: string }>;
+    }
+  | { e: "refused"; key: string; detail: string }
+  | { e: "delivered"; key: string }
+  | { e: "cancelled"; key: string };
+
+/** Reads a journal file: every record in order (a torn last line, from a crash mid-write, is skipped). */
+export function readSpeiJournal(path: string): SpeiJournalRecord[] {
+  if (!existsSync(path)) return [];
+  const records: SpeiJournalRecord[] = [];
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (!line) continue;
+    try {
+      records.push(JSON.parse(line) as SpeiJournalRecord);
+    } catch {
+      // Only the last line can be torn; it was never acknowledged to anyone.
+    }
+  }
+  return records;
 }
 
 export type SimulatedDecision =
@@ -45,7 +84,12 @@ interface Pending {
   failures: number;
 }
 
-const redeliveriesMax = 5;
+/**
+ * A callback the handler failed to apply is delivered again, backing off from the settle delay
+ * up to `redeliveryBackoffMaxMs`, this many times (about ten minutes of a database outage).
+ */
+const redeliveriesMax = 25;
+const redeliveryBackoffMaxMs = 30_000;
 
 export class SpeiSimulator implements SpeiRail {
   /** Decides an order's fate instead of the configured probabilities (tests, sandbox). */
@@ -65,10 +109,38 @@ export class SpeiSimulator implements SpeiRail {
   constructor(options: SpeiSimulatorOptions) {
     this.#options = options;
     this.#random = options.random ?? Math.random;
+    if (options.journalPath) this.#restore(readSpeiJournal(options.journalPath));
   }
 
   onStateChange(handler: SpeiStateChangeHandler): void {
     this.#handler = handler;
+    // Outcomes restored from the journal wait for a handler to deliver them to.
+    for (const [key, pending] of this.#pending)
+      if (!pending.timer) this.#schedule(key, this.#options.settleDelayMs);
+  }
+
+  /** Rebuilds the book from the journal: answers for known orders, outcomes not yet delivered. */
+  #restore(records: SpeiJournalRecord[]): void {
+    for (const record of records) {
+      if (record.e === "accepted") {
+        this.#sequence += 1;
+        this.#results.set(record.key, { accepted: true, railReference: record.ref });
+        const order = {
+          trackingKey: record.trackingKey,
+          operationDate: record.operationDate,
+        } as SpeiOrderMessage;
+        this.#pending.set(record.key, { order, decision: record.decision, timer: undefined, failures: 0 });
+      } else if (record.e === "refused") {
+        this.#results.set(record.key, { accepted: false, detail: record.detail });
+      } else if (record.e === "delivered" || record.e === "cancelled") {
+        this.#pending.delete(record.key);
+      }
+    }
+  }
+
+  #journal(record: SpeiJournalRecord): void {
+    // Synchronous: the record is in the file before the caller hears the answer it describes.
+    if (this.#options.journalPath) appendFileSync(this.#options.journalPath, `${JSON.stringify(record)}\n`);
   }
 
   async submitOrder(order: SpeiOrderMessage): Promise<SubmitResult> {
@@ -76,12 +148,14 @@ export class SpeiSimulator implements SpeiRail {
     await new Promise((resolve) => setImmediate(resolve));
     this.submissions.push(order);
     const key = keyOf(order.operationDate, order.trackingKey);
+    this.#journal({ e: "submit", key });
     const known = this.#results.get(key);
     if (known) return known;
     const decision = this.decide?.(order) ?? this.#draw();
     if (decision === "UNAVAILABLE") throw new RailUnavailableError("SPEI simulator: service unavailable");
     if ("reject" in decision) {
       const refused: SubmitResult = { accepted: false, detail: decision.reject };
+      this.#journal({ e: "refused", key, detail: decision.reject });
       this.#results.set(key, refused);
       return refused;
     }
@@ -90,6 +164,15 @@ export class SpeiSimulator implements SpeiRail {
       accepted: true,
       railReference: `SIM${String(this.#sequence).padStart(10, "0")}`,
     };
+    this.#journal({
+      e: "accepted",
+      key,
+      ref: accepted.railReference,
+      trackingKey: order.trackingKey,
+      operationDate: order.operationDate,
+      amountCents: String(order.amountCents),
+      decision,
+    });
     this.#results.set(key, accepted);
     this.#pending.set(key, { order, decision, timer: undefined, failures: 0 });
     this.#schedule(key, this.#options.settleDelayMs);
@@ -131,7 +214,7 @@ export class SpeiSimulator implements SpeiRail {
   cancelPending(operationDate: string, trackingKey: string): void {
     const key = keyOf(operationDate, trackingKey);
     clearTimeout(this.#pending.get(key)?.timer);
-    this.#pending.delete(key);
+    if (this.#pending.delete(key)) this.#journal({ e: "cancelled", key });
   }
 
   async close(): Promise<void> {
@@ -164,15 +247,18 @@ export class SpeiSimulator implements SpeiRail {
     this.#pending.delete(key);
     try {
       await this.#handler(changeOf(pending));
-      return true;
     } catch {
       pending.failures += 1;
       if (pending.failures < redeliveriesMax && !this.#closed) {
         this.#pending.set(key, pending);
-        this.#schedule(key, Math.max(100, this.#options.settleDelayMs) * 2 ** pending.failures);
+        const backoff = Math.max(100, this.#options.settleDelayMs) * 2 ** Math.min(pending.failures, 16);
+        this.#schedule(key, Math.min(backoff, redeliveryBackoffMaxMs));
       }
       return false;
     }
+    // After the handler applied it: a crash in between delivers it again (the handler dedups).
+    this.#journal({ e: "delivered", key });
+    return true;
   }
 }
 

@@ -1,0 +1,142 @@
+/**
+ * A careful API client, as an integrator should write one: every money-moving or creating request
+ * carries an Idempotency-Key, and a timeout, a dropped connection, a 5xx or a 429 is retried with
+ * the SAME key and body until an answer comes (2xx or a 4xx). To shake the service, it may also
+ * drop its own connection mid-request on purpose (`abortProbability`): the server may or may not
+ * have done the work, and only the retry with the same key tells.
+ */
+export interface Answer {
+  status: number;
+  replayed: boolean;
+  body: { success: boolean; code: number; message: string; data: unknown };
+}
+
+export interface ClientStats {
+  requests: number;
+  retries: number;
+  aborted: number;
+  networkErrors: number;
+  status5xx: number;
+  reLogins: number;
+}
+
+export interface Session {
+  token: string;
+  login(): Promise<string>;
+}
+
+export class CarefulClient {
+  readonly stats: ClientStats = {
+    requests: 0,
+    retries: 0,
+    aborted: 0,
+    networkErrors: 0,
+    status5xx: 0,
+    reLogins: 0,
+  };
+  readonly #base: string;
+  readonly #abortProbability: number;
+  readonly #attemptTimeoutMs: number;
+
+  constructor(base: string, options: { abortProbability: number; attemptTimeoutMs: number }) {
+    this.#base = base;
+    this.#abortProbability = options.abortProbability;
+    this.#attemptTimeoutMs = options.attemptTimeoutMs;
+  }
+
+  /** One attempt; undefined when no answer arrived (network error, timeout, our own abort). */
+  async attempt(
+    method: string,
+    path: string,
+    token: string | undefined,
+    body: unknown,
+    key: string | undefined,
+    mayAbort: boolean,
+  ): Promise<Answer | undefined> {
+    this.stats.requests += 1;
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), this.#attemptTimeoutMs);
+    // Our own drop: the request left, the answer is never read (the socket is reset).
+    const dropAfterMs = mayAbort && Math.random() < this.#abortProbability ? Math.random() * 25 : undefined;
+    const dropper =
+      dropAfterMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            this.stats.aborted += 1;
+            controller.abort();
+          }, dropAfterMs);
+    try {
+      const response = await fetch(`${this.#base}${path}`, {
+        method,
+        headers: {
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(key ? { "idempotency-key": key } : {}),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: controller.signal,
+      });
+      const text = await response.text();
+      let parsed: Answer["body"];
+      try {
+        parsed = JSON.parse(text) as Answer["body"];
+      } catch {
+        parsed = { success: false, code: -1, message: text.slice(0, 200), data: null };
+      }
+      return {
+        status: response.status,
+        replayed: response.headers.get("idempotent-replayed") === "true",
+        body: parsed,
+      };
+    } catch {
+      if (dropAfterMs === undefined) this.stats.networkErrors += 1;
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      clearTimeout(dropper);
+    }
+  }
+
+  /**
+   * Sends until a final answer (2xx or 4xx other than 401/429) or until `giveUpAt` (epoch ms);
+   * undefined when it gave up unanswered. A 401 logs in again (a token is not the request).
+   */
+  async send(
+    method: string,
+    path: string,
+    session: Session | undefined,
+    body: unknown,
+    key: string | undefined,
+    giveUpAt: number,
+  ): Promise<Answer | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) {
+        this.stats.retries += 1;
+        await new Promise((resolve) =>
+          setTimeout(resolve, 20 + Math.random() * Math.min(1000, 50 * attempt)),
+        );
+      }
+      const answer = await this.attempt(method, path, session?.token, body, key, true);
+      if (answer && answer.status < 500 && answer.status !== 429) {
+        if (answer.status !== 401 || !session) return answer;
+        this.stats.reLogins += 1;
+        session.token = await this.#relogin(session, giveUpAt);
+      } else if (answer) {
+        this.stats.status5xx += 1;
+      }
+      if (Date.now() > giveUpAt) return undefined;
+    }
+  }
+
+  async #relogin(session: Session, giveUpAt: number): Promise<string> {
+    for (;;) {
+      try {
+        return await session.login();
+      } catch (error) {
+        if (Date.now() > giveUpAt) throw error;
+        this.stats.retries += 1;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  }
+}

@@ -1,0 +1,106 @@
+import { execFile } from "node:child_process";
+import { chownSync, mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+const bin = process.env.PG_BIN || "/usr/lib/postgresql/15/bin";
+
+/**
+ * A private PostgreSQL cluster in a temporary directory on a free port, which the bank test may
+ * restart in immediate mode (a crash: no checkpoint, recovery from WAL) as often as it likes.
+ * The shared server other processes use is never touched. initdb and postgres refuse to run as
+ * root, so as root the cluster belongs to the `postgres` OS user.
+ */
+export class PrivateCluster {
+  readonly port: number;
+  readonly #dir: string;
+  readonly #asRoot: boolean;
+
+  private constructor(dir: string, port: number) {
+    this.#dir = dir;
+    this.port = port;
+    this.#asRoot = process.getuid?.() === 0;
+  }
+
+  static async create(): Promise<PrivateCluster> {
+    const dir = mkdtempSync(path.join(tmpdir(), "emisor-chaos-pg-"));
+    const cluster = new PrivateCluster(dir, await freePort());
+    if (cluster.#asRoot) chownSync(dir, ...(await postgresIds()));
+    await cluster.#pg("initdb", [
+      "-D",
+      cluster.#data,
+      "-A",
+      "trust",
+      "-U",
+      "postgres",
+      "--no-sync",
+      "-E",
+      "UTF8",
+    ]);
+    await cluster.#ctl(["start", "-l", cluster.#log, "-o", cluster.#options]);
+    return cluster;
+  }
+
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  get logFile(): string {
+    return this.#log;
+  }
+
+  /** A crash and a start: in-flight transactions are lost, committed ones survive (WAL). */
+  async restartImmediate(): Promise<void> {
+    await this.#ctl(["restart", "-m", "immediate", "-l", this.#log, "-o", this.#options]);
+  }
+
+  /** Stops the cluster (immediate) and deletes its files; safe to call twice or after a failure. */
+  async destroy(): Promise<void> {
+    await this.#ctl(["stop", "-m", "immediate"]).catch(() => {});
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+
+  get #data(): string {
+    return path.join(this.#dir, "data");
+  }
+
+  get #log(): string {
+    return path.join(this.#dir, "postgres.log");
+  }
+
+  get #options(): string {
+    // fsync stays on: a restart in immediate mode must keep every committed transaction.
+    return `-p ${this.port} -k ${this.#dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on`;
+  }
+
+  #ctl(args: string[]): Promise<unknown> {
+    return this.#pg("pg_ctl", ["-D", this.#data, "-w", "-t", "60", ...args]);
+  }
+
+  async #pg(tool: string, args: string[]): Promise<void> {
+    const command = path.join(bin, tool);
+    if (this.#asRoot) await run("runuser", ["-u", "postgres", "--", command, ...args], { timeout: 120_000 });
+    else await run(command, args, { timeout: 120_000 });
+  }
+}
+
+async function postgresIds(): Promise<[number, number]> {
+  const { stdout } = await run("id", ["-u", "postgres"]);
+  const { stdout: group } = await run("id", ["-g", "postgres"]);
+  return [Number(stdout.trim()), Number(group.trim())];
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

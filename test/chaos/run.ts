@@ -1,0 +1,419 @@
+/**
+ * `npm run test:chaos`: the bank test with faults. A private PostgreSQL cluster and the production
+ * build of Emisor as its own process; 32 careful clients move money (payments to cards, funded
+ * sub-clients, incoming SPEI, transfers out with settlements and forced returns, airtime) with
+ * Idempotency-Keys while readers read balances; meanwhile Emisor is killed with SIGKILL and
+ * PostgreSQL restarted in immediate mode, again and again, and clients drop their own
+ * connections mid-request. Afterwards SQL proves the books and exactly-once (see checks.ts).
+ *
+ *   npm run test:chaos            full: >= 20 crash cycles and >= 10,000 retries (minutes)
+ *   npm run test:chaos -- --ci    bounded: >= 30 s of load, at least one crash of each kind
+ *
+ * Prints the counts as its last lines; exits 1 on any violation.
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Postgres } from "../../bench/lib/pg.ts";
+import * as seed from "../../bench/lib/seed.ts";
+import { buildClabe } from "../../src/domain/clabe.ts";
+import { subclientBody } from "../helpers/people.ts";
+import { checkAfterRun, checkSnapshot, type OpRecord, type Violations } from "./checks.ts";
+import { type Answer, CarefulClient, type Session } from "./client.ts";
+import { freePort, PrivateCluster } from "./cluster.ts";
+import { EmisorProcess } from "./emisor.ts";
+
+const ci = process.argv.includes("--ci");
+const plan = ci
+  ? { minSeconds: 35, maxSeconds: 120, cycles: 2, eachKind: 1, retries: 0, abort: 0.1, gapMs: [3000, 6000] }
+  : {
+      minSeconds: 180,
+      maxSeconds: 900,
+      cycles: 20,
+      eachKind: 10,
+      retries: 10_000,
+      abort: 0.3,
+      gapMs: [3000, 7000],
+    };
+const workers = 32;
+const readers = 4;
+const started = Date.now();
+const say = (text: string) =>
+  process.stdout.write(`[chaos ${((Date.now() - started) / 1000).toFixed(0)}s] ${text}\n`);
+
+interface Tenant {
+  name: string;
+  session: Session;
+  clientId: string;
+  clabe: string;
+  cards: string[];
+  orders: string[];
+}
+
+type Kind = "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime";
+const weights: Array<[Kind, number]> = [
+  ["payment", 30],
+  ["incoming", 20],
+  ["transfer", 15],
+  ["airtime", 10],
+  ["subclient", 8],
+  ["return", 5],
+];
+const tag = randomBytes(3).toString("hex").toUpperCase();
+const beneficiaryClabe = buildClabe("012", "180", 123456n);
+/** The initial funding of the tenants created here, in centavos (plus the first-start tenant's). */
+const tenantFundingPesos = 1_000_000;
+
+const cents = (pesos: number) => BigInt(Math.round(pesos * 100));
+const randomPesos = (min: number, max: number) => Math.round((min + Math.random() * (max - min)) * 100) / 100;
+const pick = <T>(items: T[]): T | undefined => items[Math.floor(Math.random() * items.length)];
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function pickKind(): Kind {
+  const total = weights.reduce((sum, [, w]) => sum + w, 0);
+  let roll = Math.random() * total;
+  for (const [kind, weight] of weights) {
+    roll -= weight;
+    if (roll < 0) return kind;
+  }
+  return "payment";
+}
+
+let sequence = 0;
+/** A new operation: its key, body and a marker stored with its effect (so SQL can count it). */
+function newOp(kind: Kind, tenant: Tenant): OpRecord | undefined {
+  sequence += 1;
+  const marker = `CX${tag}${kind[0]?.toUpperCase()}${sequence}`;
+  const key = `chaos-${tag}-${sequence}`;
+  const base = { kind, key, marker, tenant: tenant.name, session: tenant.session, amountCents: 0n };
+  const where = { latitude: 19.4, longitude: -99.1 };
+  switch (kind) {
+    case "payment": {
+      const amount = randomPesos(10, 200);
+      const card = pick(tenant.cards);
+      if (!card) return undefined;
+      const body = { card_number: card, amount, payment_description: marker, ...where };
+      return { ...base, method: "POST", path: "/v1/cards/payment", body, amountCents: cents(amount) };
+    }
+    case "subclient": {
+      const available = randomPesos(1, 20);
+      const body = subclientBody({ name: marker, available, api_key_password: "chaos-password-123" });
+      return { ...base, method: "POST", path: "/v1/clients", body, amountCents: cents(available) };
+    }
+    case "incoming": {
+      const amount = randomPesos(100, 2000);
+      const body = { clabe: tenant.clabe, amount, tracking_key: marker };
+      return { ...base, method: "POST", path: "/v1/sandbox/spei/incoming", body, amountCents: cents(amount) };
+    }
+    case "transfer": {
+      const amount = randomPesos(1, 30);
+      const card = pick(tenant.cards);
+      if (!card) return undefined;
+      const body = {
+        card_number: card,
+        payment_concept: marker,
+        beneficiary_account: beneficiaryClabe,
+        beneficiary_institution: "40012",
+        amount,
+        beneficiary_name: "Maria Lopez",
+        numeric_reference: "1234567",
+        beneficiary_rfc_curp: "ND",
+        beneficiary_email: "maria@example.mx",
+        pin: "4821",
+      };
+      return { ...base, method: "POST", path: "/v1/transfer/cards", body, amountCents: cents(amount) };
+    }
+    case "return": {
+      const order = pick(tenant.orders);
+      if (!order) return undefined;
+      return {
+        ...base,
+        marker: order,
+        method: "POST",
+        path: `/v1/sandbox/spei/orders/${order}/return`,
+        body: {},
+      };
+    }
+    case "airtime": {
+      const body = {
+        product_id: "TELCEL_50",
+        phone_number: "5512345678",
+        email: "cliente@example.mx",
+        external_id: marker,
+      };
+      return { ...base, method: "POST", path: "/v1/airtime/topup", body, amountCents: 5000n };
+    }
+  }
+}
+
+let emisor: EmisorProcess | undefined;
+
+async function main(): Promise<number> {
+  const violations: Violations = [];
+  const work = mkdtempSync(path.join(tmpdir(), "emisor-chaos-"));
+  say(`${ci ? "CI" : "full"} run; files in ${work}`);
+  say("build");
+  execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
+  say("private PostgreSQL cluster");
+  const cluster = await PrivateCluster.create();
+  // Interrupted (Ctrl-C, a CI timeout): the private cluster and Emisor must not outlive the test.
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      void emisor
+        ?.kill()
+        .catch(() => {})
+        .then(() => cluster.destroy())
+        .finally(() => process.exit(130));
+    });
+  }
+  const pgs = new Postgres(cluster.url);
+  const database = "emisor";
+  await pgs.sql("postgres", `create database ${database}`);
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const journal = path.join(work, "spei-simulator.jsonl");
+  const env = {
+    DATABASE_URL: pgs.urlOf(database),
+    PORT: String(port),
+    EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
+    EMISOR_SPEI_WEBHOOK_SECRET: "chaos-rail-secret",
+    EMISOR_SIM_SPEI_SETTLE_MS: "300",
+    EMISOR_SIM_SPEI_RETURN_PROBABILITY: "0.2",
+    EMISOR_SIM_SPEI_JOURNAL: journal,
+    EMISOR_SIM_AIRTIME_DELAY_MS: "50",
+    EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY: "0.1",
+    EMISOR_DB_QUERY_TIMEOUT_MS: "5000",
+    EMISOR_RATE_LIMIT_PER_SECOND: "0",
+    LOG_LEVEL: process.env.CHAOS_LOG_LEVEL || "warn",
+  };
+  emisor = new EmisorProcess(env, path.join(work, "emisor.log"));
+  const crashes = { emisorKilled: 0, postgresRestarted: 0 };
+  const counts = { reads: 0, readFailures: 0, snapshots: 0, snapshotsSkipped: 0 };
+  const client = new CarefulClient(base, { abortProbability: plan.abort, attemptTimeoutMs: 15_000 });
+  const ops: OpRecord[] = [];
+  try {
+    await emisor.start();
+    say("seed: tenants (CLI), cards with PINs, through the API");
+    const tenants: Tenant[] = [];
+    const publicPem = await seed.systemPublicKey(pgs, database);
+    for (const name of ["A", "B"]) {
+      const created = await seed.createTenantWithCli(env, base, `${tenantFundingPesos}.00`);
+      const session: Session = {
+        token: created.token,
+        login: () => seed.login(base, created.apiKey, created.password),
+      };
+      const cards = await seed.seedCards(base, created, 12, { commission: 5 });
+      await seed.setPins(base, created.token, publicPem, cards, "4821");
+      tenants.push({
+        name,
+        session,
+        clientId: created.clientId,
+        clabe: created.clabe,
+        cards: cards.map((c) => c.id),
+        orders: [],
+      });
+    }
+
+    let loadOver = false;
+    let giveUpAt = Number.POSITIVE_INFINITY;
+    const worker = async () => {
+      while (!loadOver) {
+        const tenant = pick(tenants);
+        const op = tenant && newOp(pickKind(), tenant);
+        if (!op) continue;
+        ops.push(op);
+        op.answer = await client.send(op.method, op.path, op.session, op.body, op.key, giveUpAt);
+        if (op.kind === "transfer" && op.answer?.status === 200) {
+          const id = (op.answer.body.data as { transfer?: { id?: string } }).transfer?.id;
+          if (id) tenant.orders.push(id);
+        }
+      }
+    };
+    const reader = async () => {
+      while (!loadOver) {
+        const tenant = pick(tenants);
+        if (!tenant) break;
+        const answer = await client.attempt(
+          "GET",
+          "/v1/clients/balance",
+          tenant.session.token,
+          undefined,
+          undefined,
+          false,
+        );
+        counts.reads += 1;
+        if (answer?.status === 200) {
+          const available = (answer.body.data as { balance: { available: number } }).balance.available;
+          if (!(available >= 0))
+            violations.push(`a reader saw tenant ${tenant.name}'s balance at ${available}`);
+        } else {
+          counts.readFailures += 1;
+          if (answer?.status === 401)
+            tenant.session.token = await tenant.session.login().catch(() => tenant.session.token);
+          await sleep(100);
+        }
+      }
+    };
+    const snapshots = async () => {
+      while (!loadOver) {
+        await sleep(2000);
+        const outcome = await checkSnapshot(pgs, database).catch(() => undefined);
+        if (!outcome) counts.snapshotsSkipped += 1;
+        else {
+          counts.snapshots += 1;
+          violations.push(...outcome);
+        }
+      }
+    };
+
+    say(`load: ${workers} workers, ${readers} readers; faults start`);
+    const loadStarted = Date.now();
+    const running = [
+      ...Array.from({ length: workers }, worker),
+      ...Array.from({ length: readers }, reader),
+      snapshots(),
+    ];
+    let turn = 0;
+    const enough = () => {
+      const seconds = (Date.now() - loadStarted) / 1000;
+      if (seconds >= plan.maxSeconds) return true;
+      return (
+        seconds >= plan.minSeconds &&
+        crashes.emisorKilled + crashes.postgresRestarted >= plan.cycles &&
+        Math.min(crashes.emisorKilled, crashes.postgresRestarted) >= plan.eachKind &&
+        client.stats.retries >= plan.retries
+      );
+    };
+    while (!enough()) {
+      const [low, high] = plan.gapMs as [number, number];
+      await sleep(low + Math.random() * (high - low));
+      // Alternate, with a coin now and then, so neither kind starves.
+      const killEmisor = turn % 2 === 0 ? Math.random() < 0.8 : Math.random() < 0.2;
+      turn += 1;
+      if (killEmisor) {
+        await emisor.kill();
+        crashes.emisorKilled += 1;
+        await sleep(Math.random() * 500);
+        await emisor.start();
+      } else {
+        await cluster.restartImmediate();
+        crashes.postgresRestarted += 1;
+      }
+      if (!emisor.running) await emisor.start();
+      say(
+        `crashes: Emisor ${crashes.emisorKilled}, PostgreSQL ${crashes.postgresRestarted}; ops ${ops.length}, retries ${client.stats.retries}, dropped ${client.stats.aborted}`,
+      );
+    }
+    say("faults over; every operation retried until answered");
+    loadOver = true;
+    giveUpAt = Date.now() + 180_000;
+    await Promise.all(running);
+    const loadSeconds = Math.round((Date.now() - loadStarted) / 1000);
+
+    say("quiesce: rails settle, pending top-ups recover");
+    await waitQuiet(pgs, database, 180_000, violations);
+    const sample = ops
+      .filter((op) => op.answer && op.answer.status < 300 && op.kind !== "airtime")
+      .slice(-300);
+    const replays = await Promise.all(sample.map((op) => replay(client, op)));
+    const terminating = Date.now();
+    const exitCode = await emisor.terminate();
+    say(`SIGTERM: exit code ${exitCode} after ${Date.now() - terminating} ms`);
+    if (exitCode !== 0) violations.push(`SIGTERM at the end: exit code ${exitCode}`);
+    if (emisor.unexpectedExits > 0)
+      violations.push(`Emisor exited by itself ${emisor.unexpectedExits} time(s)`);
+    for (const [op, result] of replays)
+      if (result) violations.push(`replay of ${op.kind} ${op.key}: ${result}`);
+
+    say("checks");
+    const report = await checkAfterRun(pgs, database, ops, journal, {
+      fundedCents: cents(tenantFundingPesos) * 3n,
+    });
+    violations.push(...report.violations);
+    const byKind = new Map<string, { ok: number; rejected: number; unanswered: number }>();
+    const rejections = new Map<string, number>();
+    for (const op of ops) {
+      const row = byKind.get(op.kind) ?? { ok: 0, rejected: 0, unanswered: 0 };
+      if (!op.answer) row.unanswered += 1;
+      else if (op.answer.status < 300) row.ok += 1;
+      else {
+        row.rejected += 1;
+        const reason = `${op.kind} ${op.answer.body.code}`;
+        rejections.set(reason, (rejections.get(reason) ?? 0) + 1);
+      }
+      byKind.set(op.kind, row);
+    }
+    const lines = [
+      "",
+      `== bank test with faults (${ci ? "CI form" : "full"}), ${violations.length === 0 ? "PASSED" : "FAILED"}`,
+      ...violations.slice(0, 50).map((v) => `VIOLATION: ${v}`),
+      `load: ${loadSeconds} s under faults, ${Math.round((Date.now() - started) / 1000)} s in all; ${workers} workers, ${readers} readers`,
+      `operations: ${ops.length} (${[...byKind].map(([k, r]) => `${k} ${r.ok} ok/${r.rejected} 4xx/${r.unanswered} unanswered`).join(", ")})`,
+      `4xx answers by code (expected business refusals: insufficient balance, order already final): ${[...rejections].map(([r, n]) => `${r} x${n}`).join(", ") || "none"}`,
+      `requests: ${client.stats.requests}; retries: ${client.stats.retries} (dropped by the client mid-request ${client.stats.aborted}, network errors ${client.stats.networkErrors}, 5xx ${client.stats.status5xx}, re-logins ${client.stats.reLogins})`,
+      `reads: ${counts.reads - counts.readFailures} answered 200 (${counts.readFailures} more attempts unanswered or non-200 while a crash was under way); replays checked: ${sample.length}`,
+      `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
+      `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
+      `invariants: ${counts.snapshots} snapshots during the run (${counts.snapshotsSkipped} skipped: database away), ${report.checks} checks after it; violations: ${violations.length}`,
+    ];
+    process.stdout.write(`${lines.join("\n")}\n`);
+    return violations.length === 0 ? 0 : 1;
+  } finally {
+    await emisor.kill().catch(() => {});
+    emisor.close();
+    await cluster.destroy();
+    if (violations.length === 0) rmSync(work, { recursive: true, force: true });
+    else process.stdout.write(`logs kept in ${work}\n`);
+  }
+}
+
+/** Waits until no transfer out is in flight and no top-up is pending. */
+async function waitQuiet(pgs: Postgres, database: string, timeoutMs: number, violations: Violations) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [row] = await pgs
+      .sql<{ n: number }>(
+        database,
+        `select (select count(*) from spei_orders where status in ('PENDIENTE', 'ENVIADA'))::int
+              + (select count(*) from airtime_topups where status = 'PENDING')::int as n`,
+      )
+      .catch(() => [{ n: -1 }]);
+    if (row?.n === 0) return;
+    if (Date.now() > deadline) {
+      violations.push(
+        `${row?.n} transfers out or top-ups still in flight ${timeoutMs / 1000} s after the faults`,
+      );
+      return;
+    }
+    await sleep(1000);
+  }
+}
+
+/** The same key and body again: the stored answer, marked replayed, and no new effect. */
+async function replay(client: CarefulClient, op: OpRecord): Promise<[OpRecord, string | undefined]> {
+  const again: Answer | undefined = await client.send(
+    op.method,
+    op.path,
+    op.session,
+    op.body,
+    op.key,
+    Date.now() + 60_000,
+  );
+  if (!again) return [op, "no answer"];
+  if (!again.replayed) return [op, `not marked replayed (status ${again.status})`];
+  if (JSON.stringify(again.body) !== JSON.stringify(op.answer?.body))
+    return [op, "another body than the first answer"];
+  return [op, undefined];
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(
+      `chaos: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exit(1);
+  },
+);
