@@ -1,6 +1,7 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|lookup] [seconds] [connections]
+ *   npm run build && node --import tsx bench/profile.ts [payment|lookup|/v1/any/get/path] [seconds] [connections]
+ * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
@@ -18,7 +19,7 @@ const seconds = Number(process.argv[3] ?? 10);
 const connections = Number(process.argv[4] ?? 64);
 const pgs = new Postgres(process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres");
 const database = `emisor_profile_${Date.now()}`;
-const dir = path.resolve(".emisor/profiles", `${scenario}-${Date.now()}`);
+const dir = path.resolve(".emisor/profiles", `${scenario.replace(/\W+/g, "_")}-${Date.now()}`);
 mkdirSync(dir, { recursive: true });
 
 interface Node {
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
   };
   const server = await ServerProcess.start(
     process.execPath,
-    ["--cpu-prof", `--cpu-prof-dir=${dir}`, "dist/src/main.js"],
+    [...(process.env.NO_PROF ? [] : ["--cpu-prof", `--cpu-prof-dir=${dir}`]), "dist/src/main.js"],
     env,
     /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/,
   );
@@ -76,32 +77,40 @@ async function main(): Promise<void> {
     const cards = await seed.seedCards(server.url, root, 200, {});
     let i = 0;
     const result = await load(
-      scenario === "lookup"
+      scenario.startsWith("/")
         ? {
-            url: `${server.url}/v1/cardholders`,
+            url: `${server.url}${scenario}`,
             connections,
             warmupSeconds: 1,
             seconds,
             headers: { authorization: `Bearer ${root.token}` },
-            request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
           }
-        : {
-            url: `${server.url}/v1/cards/payment`,
-            method: "POST",
-            connections,
-            warmupSeconds: 1,
-            seconds,
-            headers: { authorization: `Bearer ${root.token}` },
-            request: () => ({
-              body: JSON.stringify({
-                card_number: cards[i++ % cards.length]?.id,
-                amount: 1,
-                payment_description: "profile",
-                latitude: 19.4326,
-                longitude: -99.1332,
+        : scenario === "lookup"
+          ? {
+              url: `${server.url}/v1/cardholders`,
+              connections,
+              warmupSeconds: 1,
+              seconds,
+              headers: { authorization: `Bearer ${root.token}` },
+              request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
+            }
+          : {
+              url: `${server.url}/v1/cards/payment`,
+              method: "POST",
+              connections,
+              warmupSeconds: 1,
+              seconds,
+              headers: { authorization: `Bearer ${root.token}` },
+              request: () => ({
+                body: JSON.stringify({
+                  card_number: cards[i++ % cards.length]?.id,
+                  amount: 1,
+                  payment_description: "profile",
+                  latitude: 19.4326,
+                  longitude: -99.1332,
+                }),
               }),
-            }),
-          },
+            },
     );
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const gauge = (name: string) =>

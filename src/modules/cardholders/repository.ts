@@ -1,6 +1,7 @@
 import { type Insertable, type Selectable, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { CardholdersTable } from "../../db/schema.ts";
+import { type AccountCardJson, accountRowsJson } from "../cards/repository.ts";
 import { addressColumns } from "../shared/address.ts";
 
 /** SQL of the cardholders module. */
@@ -64,10 +65,11 @@ export async function findCardholders(
   callerId: string,
   filter: CardholderFilter,
   limit: number,
-): Promise<CardholderRow[]> {
+): Promise<Array<CardholderRow & { account_rows: AccountCardJson[] }>> {
   let query = db
     .selectFrom("cardholders as h")
     .select(columns)
+    .select(accountRowsJson("h.id").as("account_rows"))
     .where(({ exists, selectFrom }) =>
       exists(
         selectFrom("clients as c")

@@ -9,7 +9,7 @@ import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { type Cents, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
-import { listCardholderAccounts } from "../cards/repository.ts";
+import { type AccountWithCards, groupAccounts } from "../cards/repository.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { blankIdentityAllowance } from "../products/repository.ts";
@@ -74,7 +74,9 @@ export async function findCardholder(
   const [row] = rows;
   if (!row) throw new AppError(errors.cardholderNotFound);
   if (rows.length > 1) throw new AppError(errors.cardholderLookupAmbiguous);
-  return { cardholder: { ...renderCardholder(row), accounts: await accountsOf(db, row.id) } };
+  return {
+    cardholder: { ...renderCardholder(row), accounts: renderAccounts(groupAccounts(row.account_rows)) },
+  };
 }
 
 /** Validates what the schema cannot (rfc, curp, birthdate, incomes) and builds the row. */
@@ -208,8 +210,7 @@ function renderCardholder(row: repo.CardholderRow): Cardholder {
 }
 
 /** A cardholder's accounts and cards as a lookup shows them (contract 2.4, 2.5). */
-async function accountsOf(db: Queryable, cardholderId: string): Promise<Account[]> {
-  const accounts = await listCardholderAccounts(db, cardholderId);
+function renderAccounts(accounts: AccountWithCards[]): Account[] {
   return accounts.map((account) => ({
     id: account.id,
     account_number: Number(account.account_number),

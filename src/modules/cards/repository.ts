@@ -97,45 +97,55 @@ export interface AccountWithCards {
   }>;
 }
 
-/** A cardholder's accounts with their cards (contract 2.4 and 2.5), oldest first. */
-export async function listCardholderAccounts(
-  db: Queryable,
-  cardholderId: string,
-): Promise<AccountWithCards[]> {
-  const rows = await db
-    .selectFrom("accounts as a")
-    .innerJoin("cards as c", "c.account_id", "a.id")
-    .innerJoin("api_keys as k", "k.id", "a.assigned_by_api_key_id")
-    .select([
-      "a.id",
-      "a.account_number",
-      "a.created_at",
-      "a.activation_date",
-      "a.assigned_by_api_key_id",
-      "a.status",
-      "a.document_type",
-      "a.document_number",
-      "c.id as card_id",
-      "c.last_four",
-      "c.assigned_at",
-      "c.status as card_status",
-      "k.alias",
-      "k.name",
-      "k.description",
-    ])
-    .where("a.cardholder_id", "=", cardholderId)
-    .orderBy("a.created_at")
-    .orderBy("c.assigned_at")
-    .execute();
+/**
+ * A cardholder's accounts with their cards (contract 2.4 and 2.5), oldest first, as one JSON
+ * column of the statement that reads the cardholder (`cardholderRef` names its id column): a
+ * lookup is one round trip. `groupAccounts` turns the column into accounts.
+ */
+export function accountRowsJson(cardholderRef: string) {
+  return sql<AccountCardJson[]>`(
+    select coalesce(json_agg(json_build_object(
+        'id', a.id, 'account_number', a.account_number::text, 'created_at', a.created_at,
+        'activation_date', a.activation_date, 'assigned_by_api_key_id', a.assigned_by_api_key_id,
+        'status', a.status, 'document_type', a.document_type, 'document_number', a.document_number,
+        'card_id', c.id, 'last_four', c.last_four, 'assigned_at', coalesce(c.assigned_at, c.created_at),
+        'card_status', c.status, 'alias', k.alias, 'name', k.name, 'description', k.description)
+        order by a.created_at, c.assigned_at), '[]')
+    from accounts a
+    join cards c on c.account_id = a.id
+    join api_keys k on k.id = a.assigned_by_api_key_id
+    where a.cardholder_id = ${sql.ref(cardholderRef)})`;
+}
+
+/** One account-and-card pair as `accountRowsJson` gives it (timestamps as JSON text). */
+export interface AccountCardJson {
+  id: string;
+  account_number: string;
+  created_at: string;
+  activation_date: string | null;
+  assigned_by_api_key_id: string;
+  status: string;
+  document_type: string;
+  document_number: string;
+  card_id: string;
+  last_four: string;
+  assigned_at: string;
+  card_status: string;
+  alias: string;
+  name: string;
+  description: string | null;
+}
+
+export function groupAccounts(rows: AccountCardJson[]): AccountWithCards[] {
   const accounts = new Map<string, AccountWithCards>();
   for (const row of rows) {
     let account = accounts.get(row.id);
     if (!account) {
       account = {
         id: row.id,
-        account_number: row.account_number,
-        creation_date: row.created_at,
-        activation_date: row.activation_date,
+        account_number: BigInt(row.account_number),
+        creation_date: new Date(row.created_at),
+        activation_date: row.activation_date === null ? null : new Date(row.activation_date),
         assigned_by: row.assigned_by_api_key_id,
         status: row.status,
         document_type: row.document_type,
@@ -147,7 +157,7 @@ export async function listCardholderAccounts(
     account.cards.push({
       id: row.card_id,
       last_four: row.last_four,
-      assignation_date: row.assigned_at ?? row.created_at,
+      assignation_date: new Date(row.assigned_at),
       status: row.card_status,
       assigned_by: {
         id: row.assigned_by_api_key_id,
