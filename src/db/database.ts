@@ -126,6 +126,18 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
   };
 }
 
+/**
+ * A statement whose text starts with `/* prepared:<name> *\/` is prepared once per connection and
+ * its plan reused (the hot paths: a payment batch's two statements, the cardholder lookup). Their
+ * texts are fixed, so the set of prepared statements stays small; every other statement is
+ * planned afresh, as before.
+ */
+function preparedName(text: string): string | undefined {
+  if (!text.startsWith("/* prepared:")) return undefined;
+  const end = text.indexOf(" */");
+  return end > 0 ? text.slice("/* prepared:".length, end) : undefined;
+}
+
 /** What pg keeps of a connection's socket: destroying it fails every statement on it at once. */
 interface ClientWithSocket {
   connection?: { stream?: { destroy(): void } };
@@ -144,7 +156,9 @@ function withQueryDeadline(pool: pg.Pool, timeoutMs: number): PostgresPool {
       const client = await pool.connect();
       const query = (text: string, values: ReadonlyArray<unknown>) => {
         const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
-        return client.query(text, values as unknown[]).finally(() => clearTimeout(timer));
+        const name = preparedName(text);
+        const config = name ? { name, text, values: values as unknown[] } : { text, values: values as unknown[] };
+        return client.query(config).finally(() => clearTimeout(timer));
       };
       // Only the (text, values) form: Kysely uses the cursor form for streams, which need a
       // cursor class configured on the dialect, and none is.

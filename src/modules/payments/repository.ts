@@ -39,7 +39,7 @@ export async function lockBatch(
     statuses: Array<{ id: string; status: string }>;
     locked: bigint;
     stored: StoredKey[];
-  }>`
+  }>`/* prepared:payment_lock_batch */
     select
       (select balance_cents from ledger_accounts where id = ${payerId} for update) as balance,
       (select coalesce(json_agg(json_build_object('id', c.id, 'status', c.status)), '[]')
@@ -94,7 +94,7 @@ export async function applyPayments(
     total += p.amountCents;
   }
   const cardIds = [...perCard.keys()];
-  const result = await sql<{ debited: bigint; credited: bigint }>`
+  const result = await sql<{ debited: bigint; credited: bigint }>`/* prepared:payment_apply */
     with debit as (
       update ledger_accounts set balance_cents = balance_cents - ${total}
       where id = ${payerId} and balance_cents >= ${total} returning id),
