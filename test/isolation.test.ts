@@ -11,7 +11,14 @@ import { encryptFor } from "../src/crypto/rsa.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { errors } from "../src/errors.ts";
 import { call, createSubClient, createTenant, expectOk, type Response, type Tenant } from "./helpers/api.ts";
-import { assignCard, createCardholder, createProduct, mintStock, panOf } from "./helpers/cards.ts";
+import {
+  assignBody,
+  assignCard,
+  createCardholder,
+  createProduct,
+  mintStock,
+  panOf,
+} from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { cardholderBody } from "./helpers/people.ts";
 import { speiSimulator } from "./helpers/rails.ts";
@@ -201,8 +208,8 @@ const matrix: Record<string, Attempts> = {
     ),
   ],
   "PUT /v1/cards": (me, x) => [
-    ...one("their cardholder", "/v1/cards", notFound.cardholder, assign(x.cardholderId, me.productId)),
-    ...one("their product", "/v1/cards", notFound.product, assign(me.cardholderId, x.productId)),
+    ...one("their cardholder", "/v1/cards", notFound.cardholder, assignBody(x.cardholderId, me.productId)),
+    ...one("their product", "/v1/cards", notFound.product, assignBody(me.cardholderId, x.productId)),
   ],
   "POST /v1/cards/activate": (_, x) =>
     onUrl(
@@ -295,19 +302,6 @@ function takesIdentifier(route: RouteInfo): boolean {
   if (route.pathParams.length > 0) return true;
   const names = [...route.queryParams.map((p) => p.name), ...Object.keys(route.body?.properties ?? {})];
   return names.some((name) => name !== "external_id" && identifierName.test(name));
-}
-
-function assign(cardholderId: string, productId: string) {
-  return {
-    cardholder_id: cardholderId,
-    product_id: productId,
-    document_type: "INE",
-    document_number: "IDMEX1234567890",
-    observations: "",
-    shipping_method: "B2B",
-    delivery_type: "STANDARD",
-    delivery_address: null,
-  };
 }
 
 /** A valid cardholder body with fresh identities, so that only the client_id can fail it. */
