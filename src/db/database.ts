@@ -157,7 +157,9 @@ function withQueryDeadline(pool: pg.Pool, timeoutMs: number): PostgresPool {
       const query = (text: string, values: ReadonlyArray<unknown>) => {
         const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
         const name = preparedName(text);
-        const config = name ? { name, text, values: values as unknown[] } : { text, values: values as unknown[] };
+        const config = name
+          ? { name, text, values: values as unknown[] }
+          : { text, values: values as unknown[] };
         return client.query(config).finally(() => clearTimeout(timer));
       };
       // Only the (text, values) form: Kysely uses the cursor form for streams, which need a
