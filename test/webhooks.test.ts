@@ -5,6 +5,7 @@ import { after, before, test } from "node:test";
 import { open } from "../src/crypto/vault.ts";
 import { limits } from "../src/limits.ts";
 import { disableEndpoint } from "../src/modules/webhooks/repository.ts";
+import type { DeliveryView, WebhookView } from "../src/modules/webhooks/service.ts";
 import { secretContext } from "../src/modules/webhooks/signature.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -18,37 +19,8 @@ before(async () => {
 });
 after(() => t.close());
 
-interface Webhook {
-  id: string;
-  client_id: string;
-  url: string;
-  description: string | null;
-  event_types: string[];
-  include_subclients: boolean;
-  status: string;
-  disabled_reason: string | null;
-  disabled_at: string | null;
-  failure_streak: number;
-  last_success_at: string | null;
-  last_failure_at: string | null;
-  last_error: string | null;
-  created_at: string;
-  updated_at: string;
-}
-interface Delivery {
-  id: string;
-  event_id: string;
-  event_type: string;
-  kind: string;
-  status: string;
-  attempts: number;
-  next_attempt_at: string | null;
-  last_attempt_at: string | null;
-  last_status_code: number | null;
-  last_error: string | null;
-  delivered_at: string | null;
-  created_at: string;
-}
+type Webhook = WebhookView;
+type Delivery = DeliveryView;
 type Created = { webhook: Webhook & { secret: string | null } };
 type State = { webhook: Webhook; recent_deliveries: Delivery[] };
 

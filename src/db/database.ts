@@ -128,9 +128,8 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
 
 /**
  * A statement whose text starts with `/* prepared:<name> *\/` is prepared once per connection and
- * its plan reused (the hot paths: a payment batch's two statements, the cardholder lookup). Their
- * texts are fixed, so the set of prepared statements stays small; every other statement is
- * planned afresh, as before.
+ * its plan reused (the hot path: a payment batch's two statements). Their texts are fixed, so the
+ * set of prepared statements stays small; every other statement is planned afresh.
  */
 function preparedName(text: string): string | undefined {
   if (!text.startsWith("/* prepared:")) return undefined;

@@ -89,14 +89,17 @@ export class PaymentBatcher {
       const written = new Promise<void>((resolve) => {
         committing = resolve;
       });
-      last = this.#run(payerId, batch, committing).then((outcomes) => {
+      const settled = this.#run(payerId, batch, committing).then((outcomes) => {
         batch.forEach((item, i) => {
           const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
           if ("result" in outcome) item.resolve(outcome.result);
           else item.reject(outcome.error);
         });
       });
-      await Promise.race([written, last]);
+      // `last` settles when every batch so far has, so the queue is dropped only when none is in
+      // flight (a batch that fails early must not let the drain end under one still committing).
+      last = Promise.all([last, settled]).then(() => {});
+      await Promise.race([written, settled]);
     }
     this.#queues.delete(payerId);
   }
