@@ -21,6 +21,8 @@ export interface Config {
   dbPoolSize: number;
   /** PostgreSQL: a statement unanswered this long drops its connection and the request gets 503. */
   dbQueryTimeoutMs: number;
+  /** PostgreSQL: distinct statement texts prepared per connection; 0 for PgBouncer's transaction mode. */
+  dbPreparedStatements: number;
   /** Seconds an API key's status and revoked tokens may be cached by one process. */
   authCacheSeconds: number;
   /** Minimum length of new API key passwords (the contract allows 1-30; we require more). */
@@ -129,6 +131,13 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: env.LOG_LEVEL || "info",
     dbPoolSize: integer(env, "EMISOR_DB_POOL_SIZE", 20, 1, 500),
     dbQueryTimeoutMs: integer(env, "EMISOR_DB_QUERY_TIMEOUT_MS", limits.dbQueryTimeoutMs, 100, 600_000),
+    dbPreparedStatements: integer(
+      env,
+      "EMISOR_DB_PREPARED_STATEMENTS",
+      limits.dbPreparedStatementsMax,
+      0,
+      10_000,
+    ),
     authCacheSeconds: integer(env, "EMISOR_AUTH_CACHE_SECONDS", 5, 0, 300),
     apiKeyPasswordMinLength: integer(env, "EMISOR_API_KEY_PASSWORD_MIN_LENGTH", 12, 1, 30),
     rateLimitPerSecond: integer(env, "EMISOR_RATE_LIMIT_PER_SECOND", 0, 0, 1_000_000),

@@ -50,6 +50,11 @@ export const limits = {
    * EMISOR_DB_QUERY_TIMEOUT_MS; above the statement timeout, so the server cancels first.
    */
   dbQueryTimeoutMs: 20_000,
+  /**
+   * PostgreSQL: distinct statement texts prepared (parsed and planned once per connection), default
+   * of EMISOR_DB_PREPARED_STATEMENTS. Texts past this many are planned afresh on every run.
+   */
+  dbPreparedStatementsMax: 500,
   /** Cards minted by one stock request. */
   stockMintMax: 10_000,
   /** Wrong PINs in a row before a card's PIN is locked (a new PIN unlocks it). */

@@ -28,6 +28,7 @@ export async function runServer(
     dataDir: config.dataDir,
     poolSize: config.dbPoolSize,
     queryTimeoutMs: config.dbQueryTimeoutMs,
+    preparedStatements: config.dbPreparedStatements,
     onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
   });
   const applied = await migrate(database);
