@@ -236,3 +236,90 @@ test("property: random concurrent payments never overdraw and never refuse what 
   );
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
+
+test("payers paying at the same moment share batches, and each is decided against its own balance", async () => {
+  const [a, b, c, d, e] = await Promise.all([
+    createTenant(t, { available: 100 }),
+    createTenant(t, { available: 100 }),
+    createTenant(t, { available: 30 }),
+    createTenant(t, { available: 50 }),
+    createTenant(t, { available: 50 }),
+  ]);
+  assert.ok(a && b && c && d && e);
+  const [aCards, bCards, cCards, dCards, eCards] = await Promise.all(
+    [a, b, c, d, e].map((tenant) => cardsFor(t, tenant, 2, { activate: true })),
+  );
+  const blocked = cCards?.[1]?.id ?? "";
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: c.token,
+      body: { card_number: blocked, status: "TEMPORARY_INACTIVE", ...where },
+    }),
+  );
+  // Interleaved, all in flight at once: A and B pay 12 x 10.00 from 100.00, C pays 4 x 10.00 from
+  // 30.00 and 1.00 twice to its blocked card; D sends one key twice, E the same key string.
+  const requests: Array<{ payer: Tenant; run: () => Promise<Response<Payment>> }> = [];
+  for (let i = 0; i < 12; i++) {
+    requests.push({ payer: a, run: () => pay(a, aCards?.[i % 2]?.id ?? "", 10) });
+    requests.push({ payer: b, run: () => pay(b, bCards?.[i % 2]?.id ?? "", 10) });
+    if (i < 4) requests.push({ payer: c, run: () => pay(c, cCards?.[0]?.id ?? "", 10) });
+    if (i < 2) requests.push({ payer: c, run: () => pay(c, blocked, 1) });
+    if (i < 2)
+      requests.push({
+        payer: d,
+        run: () => pay(d, dCards?.[0]?.id ?? "", 10, {}, { "idempotency-key": "k" }),
+      });
+  }
+  requests.push({ payer: e, run: () => pay(e, eCards?.[0]?.id ?? "", 10, {}, { "idempotency-key": "k" }) });
+  const responses = await Promise.all(requests.map((r) => r.run()));
+  const codes = (payer: Tenant) =>
+    responses
+      .filter((_, i) => requests[i]?.payer === payer)
+      .map((r) => (r.status === 200 ? 0 : r.body.code))
+      .sort();
+  assert.deepEqual(codes(a), [...Array(10).fill(0), 5401, 5401]);
+  assert.deepEqual(codes(b), [...Array(10).fill(0), 5401, 5401]);
+  assert.deepEqual(codes(c), [0, 0, 0, 5401, 5402, 5402]);
+  assert.deepEqual(codes(d), [0, 0]);
+  const dResponses = responses
+    .filter((_, i) => requests[i]?.payer === d)
+    .map((r) => expectOk(r).operation.id);
+  assert.equal(new Set(dResponses).size, 1, "one key, one payment");
+  const eId = expectOk(responses.at(-1) as Response<Payment>).operation.id;
+  assert.ok(!dResponses.includes(eId), "the same key string of another API key is another payment");
+  const balances = await Promise.all([a, b, c, d, e].map((x) => balanceOf(t.ctx.db, x.clientId)));
+  assert.deepEqual(balances, [0n, 0n, 0n, 4_000n, 4_000n]);
+  // Every entry, posting and event belongs to its own payer.
+  const entries = await t.ctx.db
+    .selectFrom("journal_entries as j")
+    .innerJoin("postings as p", "p.entry_id", "j.id")
+    .select(["j.client_id", "p.account_id", "p.amount_cents"])
+    .where("j.kind", "=", "CARD_PAYMENT")
+    .where(
+      "j.client_id",
+      "in",
+      [a, b, c, d, e].map((x) => x.clientId),
+    )
+    .where("p.amount_cents", "<", 0n)
+    .execute();
+  assert.equal(entries.length, 10 + 10 + 3 + 1 + 1);
+  for (const row of entries)
+    assert.equal(row.account_id, row.client_id, "the payer leg debits the entry's client");
+  const events = await t.ctx.db
+    .selectFrom("events")
+    .select(["client_id", (eb) => eb.fn.countAll<string>().as("n")])
+    .where("type", "=", "card.payment")
+    .where(
+      "client_id",
+      "in",
+      [a, b, c, d, e].map((x) => x.clientId),
+    )
+    .groupBy("client_id")
+    .execute();
+  const eventsOf = new Map(events.map((x) => [x.client_id, Number(x.n)]));
+  assert.deepEqual(
+    [a, b, c, d, e].map((x) => eventsOf.get(x.clientId)),
+    [10, 10, 3, 1, 1],
+  );
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});

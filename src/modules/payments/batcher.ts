@@ -12,13 +12,14 @@ import * as repo from "./repository.ts";
 
 /**
  * The hot account. Every payment of a client debits that client's one main balance, and a row
- * lock held until commit would let only one payment per commit through. So payments of one payer
- * queue here, per process, and each transaction applies everything that queued while the previous
- * one was committing (group commit): one lock of the payer row, decisions in arrival order against
- * the running balance (exactly the affordable payments succeed), and a handful of set-based
- * statements for the whole batch. Across processes the payer row lock still serialises batches,
- * and since every payment of a payer holds that lock, idempotency keys checked under it cannot
- * race. Nothing is answered before its batch commits.
+ * lock held until commit would let only one payment per commit through. So payments queue here,
+ * per process, and each transaction applies everything that queued while the previous one was
+ * committing (group commit), whoever the payers are: one lock of each payer row, decisions in
+ * arrival order against each payer's running balance (exactly the affordable payments succeed),
+ * and two set-based statements for the whole batch. Many clients paying at once share the
+ * transactions and their commits as one hot client does. Across processes the payer row locks
+ * still serialise batches, and since every payment of a payer holds its lock, idempotency keys
+ * checked under it cannot race. Nothing is answered before its batch commits.
  */
 export interface PaymentRequest {
   payerId: string;
@@ -51,7 +52,8 @@ const retryableCodes = new Set(["40P01", "40001", "23505"]);
 
 export class PaymentBatcher {
   readonly #db: Db;
-  readonly #queues = new Map<string, Item[]>();
+  readonly #queue: Item[] = [];
+  #draining = false;
 
   constructor(db: Db) {
     this.#db = db;
@@ -59,24 +61,21 @@ export class PaymentBatcher {
 
   submit(request: PaymentRequest): Promise<IdempotentResult> {
     return new Promise((resolve, reject) => {
-      const queue = this.#queues.get(request.payerId);
-      if (queue) {
-        queue.push({ request, resolve, reject });
-        return;
-      }
-      this.#queues.set(request.payerId, [{ request, resolve, reject }]);
-      void this.#drain(request.payerId);
+      this.#queue.push({ request, resolve, reject });
+      if (this.#draining) return;
+      this.#draining = true;
+      void this.#drain();
     });
   }
 
   /**
    * Two batches deep: the next batch starts once the previous one has written everything and is
-   * committing. It waits in the database for the payer row lock and is decided the moment that
-   * commit lands, so the payer's balance is never idle between batches; arrival order holds
-   * because the next batch is formed only after the previous one was decided.
+   * committing. It waits in the database for the payer row locks it shares with the previous one
+   * and is decided the moment that commit lands, so a hot balance is never idle between batches;
+   * arrival order holds because the next batch is formed only after the previous one was decided.
    */
-  async #drain(payerId: string): Promise<void> {
-    const queue = this.#queues.get(payerId) ?? [];
+  async #drain(): Promise<void> {
+    const queue = this.#queue;
     let last: Promise<void> = Promise.resolve();
     for (;;) {
       if (queue.length === 0) {
@@ -89,29 +88,28 @@ export class PaymentBatcher {
       const written = new Promise<void>((resolve) => {
         committing = resolve;
       });
-      const settled = this.#run(payerId, batch, committing).then((outcomes) => {
+      const settled = this.#run(batch, committing).then((outcomes) => {
         batch.forEach((item, i) => {
           const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
           if ("result" in outcome) item.resolve(outcome.result);
           else item.reject(outcome.error);
         });
       });
-      // `last` settles when every batch so far has, so the queue is dropped only when none is in
-      // flight (a batch that fails early must not let the drain end under one still committing).
+      // `last` settles when every batch so far has, so the drain ends only when none is in flight
+      // (a batch that fails early must not let the drain end under one still committing).
       last = Promise.all([last, settled]).then(() => {});
       await Promise.race([written, settled]);
     }
-    this.#queues.delete(payerId);
+    this.#draining = false;
   }
 
   /** One transaction for the batch, retried on a deadlock, a serialization failure or a key race. */
-  async #run(payerId: string, batch: Item[], committing: () => void): Promise<Outcome[]> {
+  async #run(batch: Item[], committing: () => void): Promise<Outcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.transaction().execute(async (tx) => {
           const outcomes = await applyBatch(
             tx,
-            payerId,
             batch.map((i) => i.request),
           );
           committing();
@@ -151,14 +149,15 @@ function paymentData(request: PaymentRequest, entryId: string, status: string) {
 const keyOf = (scope: IdempotencyScope) => `${scope.apiKeyId}\n${scope.key}`;
 
 /** Decides every payment of the batch in arrival order and applies the accepted ones. */
-async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): Promise<Outcome[]> {
+async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]> {
   const scoped = requests.flatMap((r) => (r.idempotency ? [r.idempotency] : []));
-  const locked = await repo.lockBatch(tx, payerId, [...new Set(requests.map((r) => r.card.id))], {
-    apiKeyIds: [...new Set(scoped.map((s) => s.apiKeyId))],
-    keys: scoped.map((s) => s.key),
-  });
-  assert.ok(locked, `payer ${payerId} has no ledger account`);
-  let available: bigint = locked.balance;
+  const locked = await repo.lockBatch(
+    tx,
+    [...new Set(requests.map((r) => r.payerId))],
+    [...new Set(requests.map((r) => r.card.id))],
+    { apiKeyIds: [...new Set(scoped.map((s) => s.apiKeyId))], keys: scoped.map((s) => s.key) },
+  );
+  const available = locked.balances;
   const stored = new Map(locked.stored.map((row) => [`${row.api_key_id}\n${row.key}`, row]));
   const statuses = locked.statuses;
   const outcomes: Outcome[] = [];
@@ -180,16 +179,21 @@ async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): 
       return;
     }
     if (scope) firstWithKey.set(keyOf(scope), index);
+    const balance = available.get(request.payerId);
+    if (balance === undefined) {
+      outcomes[index] = { error: new Error(`payer ${request.payerId} has no ledger account`) };
+      return;
+    }
     const status = statuses.get(request.card.id);
     if (!status || !payableStatuses.has(status)) {
       outcomes[index] = { error: new AppError(errors.cardNotPayable) };
       return;
     }
-    if (request.amountCents > available) {
+    if (request.amountCents > balance) {
       outcomes[index] = { error: new AppError(errors.paymentInsufficientBalance) };
       return;
     }
-    available -= request.amountCents;
+    available.set(request.payerId, balance - request.amountCents);
     const entryId = randomUUID();
     const data = paymentData(request, entryId, status);
     const body = ok(data);
@@ -198,6 +202,7 @@ async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): 
       body,
       payment: {
         entryId,
+        payerId: request.payerId,
         cardId: request.card.id,
         amountCents: request.amountCents,
         description: request.description,
@@ -223,18 +228,17 @@ async function applyBatch(tx: Tx, payerId: string, requests: PaymentRequest[]): 
     const events = outboxRows(
       accepted.map((a) => ({
         type: "card.payment" as const,
-        clientId: payerId,
+        clientId: a.payment.payerId,
         data: a.body.data as Record<string, unknown>,
       })),
     );
     const written = await repo.applyPayments(
       tx,
-      payerId,
       accepted.map((a) => a.payment),
       records,
       events,
     );
-    assert.equal(written.debited, 1, "the locked payer balance no longer covers the batch");
+    assert.equal(written.debited, written.payers, "a locked payer balance no longer covers its payments");
     assert.equal(written.credited, written.cards, "a card has no ledger account");
   }
   return settleDuplicates(requests, outcomes, firstWithKey);
