@@ -4,8 +4,11 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
+import type { AppError } from "../src/errors.ts";
 import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
+import { findCardInScope } from "../src/modules/cards/repository.ts";
+import { PaymentBatcher, type PaymentRequest } from "../src/modules/payments/batcher.ts";
 import { call, createTenant, expectError, expectOk, type Response, type Tenant } from "./helpers/api.ts";
 import { cardsFor, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -321,5 +324,61 @@ test("payers paying at the same moment share batches, and each is decided agains
     [a, b, c, d, e].map((x) => eventsOf.get(x.clientId)),
     [10, 10, 3, 1, 1],
   );
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("two processes paying from one balance: the guarded debit keeps exactly the affordable payments", async () => {
+  // Two batchers on one database stand for two processes: neither knows what the other has in
+  // flight, so provisional decisions race and the guarded debit, or the decision under the payer
+  // locks, must settle them. A second payer with ample balance shares the batches, so a debit that
+  // fails for one payer has to be taken back for the other.
+  const tight = await createTenant(t, { available: 100 });
+  const ample = await createTenant(t, { available: 10_000 });
+  const cardsOf = async (tenant: Tenant) => {
+    const cards = await cardsFor(t, tenant, 3, { activate: true });
+    return Promise.all(cards.map((c) => findCardInScope(t.ctx.db, tenant.clientId, { id: c.id })));
+  };
+  const [tightCards, ampleCards] = await Promise.all([cardsOf(tight), cardsOf(ample)]);
+  const processes = [new PaymentBatcher(t.ctx.db), new PaymentBatcher(t.ctx.db)];
+  const request = (tenant: Tenant, i: number, amountCents: bigint): PaymentRequest => {
+    const cards = tenant === tight ? tightCards : ampleCards;
+    const card = cards[i % cards.length];
+    assert.ok(card);
+    return {
+      payerId: tenant.clientId,
+      apiKeyId: tenant.apiKeyId,
+      card,
+      amountCents,
+      description: "dos procesos",
+      ...where,
+      idempotency: undefined,
+    };
+  };
+  for (let round = 0; round < 3; round++) {
+    const amounts = Array.from({ length: 40 }, (_, i) => BigInt(300 + ((i * 7919) % 400)));
+    const [start, ampleStart] = await Promise.all([
+      balanceOf(t.ctx.db, tight.clientId),
+      balanceOf(t.ctx.db, ample.clientId),
+    ]);
+    const [results] = await Promise.all([
+      Promise.allSettled(amounts.map((amount, i) => processes[i % 2]?.submit(request(tight, i, amount)))),
+      Promise.all(amounts.map((amount, i) => processes[(i + 1) % 2]?.submit(request(ample, i, amount)))),
+    ]);
+    let paid = 0n;
+    results.forEach((r, i) => {
+      if (r.status === "fulfilled") paid += amounts[i] ?? 0n;
+      else assert.equal((r.reason as AppError).def?.code, 5401, String(r.reason));
+    });
+    const final = await balanceOf(t.ctx.db, tight.clientId);
+    assert.equal(final, start - paid);
+    assert.ok(final >= 0n);
+    results.forEach((r, i) => {
+      if (r.status === "rejected")
+        assert.ok((amounts[i] ?? 0n) > final, "a refused payment fits the final balance");
+    });
+    const ampleTotal = amounts.reduce((a, b) => a + b, 0n);
+    assert.equal(await balanceOf(t.ctx.db, ample.clientId), ampleStart - ampleTotal);
+    expectOk(await call(t.app, "POST", "/v1/sandbox/funding", { token: tight.token, body: { amount: 100 } }));
+  }
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
