@@ -141,8 +141,13 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
  * parameters. So every data statement with parameters gets a name, and node-postgres parses it
  * once per connection and reuses it (PostgreSQL switches to a generic plan when that costs no
  * more than the custom ones). Names are never reused for another text. Texts are bounded by the
- * code paths; past `max` of them (a runaway of generated texts) the rest run unnamed.
+ * code paths; past `max` of them (a runaway of generated texts) the rest run unnamed. Long texts
+ * run unnamed too: those are multi-row inserts whose text changes with the row count (minting up
+ * to 10,000 cards), and keeping each one per connection would cost memory for no reuse.
  */
+/** The longest statement text prepared; the longest hot one (a payment batch's write) is ~2,500. */
+const preparedTextLengthMax = 8_192;
+
 export class StatementNames {
   readonly #names = new Map<string, string>();
   readonly #max: number;
@@ -157,6 +162,7 @@ export class StatementNames {
     // No parameters: a script or transaction control, possibly several statements (simple protocol).
     if (
       values.length === 0 ||
+      text.length > preparedTextLengthMax ||
       this.#names.size >= this.#max ||
       !/^\s*(select|insert|update|delete|with)\b/i.test(text)
     )
