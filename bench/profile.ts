@@ -66,11 +66,9 @@ async function main(): Promise<void> {
     EMISOR_SANDBOX: "true",
     DATABASE_URL: pgs.urlOf(database),
   };
-  const server = await ServerProcess.start(
-    process.execPath,
-    [...(process.env.NO_PROF ? [] : ["--cpu-prof", `--cpu-prof-dir=${dir}`]), "dist/src/main.js"],
+  const server = await ServerProcess.emisor(
     env,
-    /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/,
+    process.env.NO_PROF ? [] : ["--cpu-prof", `--cpu-prof-dir=${dir}`],
   );
   try {
     const root = await seed.createTenantWithCli(env, server.url, "100000000.00");

@@ -2,6 +2,32 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 
 /**
+ * How production runs Emisor: `npm run serve` (package.json; README, "Running in production"),
+ * read from package.json so the bench measures exactly that command. Its environment keeps glibc's
+ * malloc from hoarding scrypt's 16 MB blocks and its flag bounds V8's old generation (both
+ * measured in the README's Benchmarks section). BENCH_NODE_FLAGS adds node flags, for experiments.
+ */
+export const productionRun = parseServeScript();
+
+function parseServeScript(): { args: string[]; env: Record<string, string> } {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+    scripts: Record<string, string>;
+  };
+  const words = (pkg.scripts.serve ?? "").split(/\s+/).filter(Boolean);
+  const env: Record<string, string> = {};
+  while (words[0]?.includes("=")) {
+    const [name = "", value = ""] = (words.shift() ?? "").split("=");
+    env[name] = value;
+  }
+  if (words.shift() !== "node") throw new Error('package.json\'s "serve" script must run node');
+  const extra = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+  return { args: [...extra, ...words], env };
+}
+
+/** Emisor is ready when its banner, ending with the login line, is out; group 1 is its URL. */
+const emisorReady = /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/;
+
+/**
  * An Emisor (or ceiling) server as a separate process, as in production: its URL from the banner,
  * its peak resident memory per scenario (VmHWM, reset through /proc/<pid>/clear_refs), and the
  * event-loop delay it reports on /metrics (prom-client resets the histogram on every scrape).
@@ -53,6 +79,16 @@ export class ServerProcess {
     });
   }
 
+  /** The production build of Emisor, run as production runs it, with `env` added. */
+  static emisor(env: Record<string, string>, nodeFlags: string[] = []): Promise<ServerProcess> {
+    return ServerProcess.start(
+      process.execPath,
+      [...nodeFlags, ...productionRun.args],
+      { ...productionRun.env, ...env },
+      emisorReady,
+    );
+  }
+
   get pid(): number {
     return this.#child.pid ?? 0;
   }
@@ -78,6 +114,20 @@ export class ServerProcess {
     const text = await (await fetch(`${this.url}/metrics`)).text();
     const value = /^emisor_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1];
     return value ? Number(value) * 1000 : Number.NaN;
+  }
+
+  /**
+   * Where the memory is now, from prom-client's process metrics: V8's heap (total), memory outside
+   * it that V8 knows of (Buffers), and the resident set. The difference is native: malloc arenas,
+   * thread stacks, code. Empty for a server without /metrics.
+   */
+  async memoryNow(): Promise<string> {
+    const text = await (await fetch(`${this.url}/metrics`)).text();
+    const mb = (name: string) => {
+      const value = new RegExp(`^emisor_${name} (\\S+)$`, "m").exec(text)?.[1];
+      return value === undefined ? "?" : String(Math.round(Number(value) / 1048576));
+    };
+    return `heap ${mb("nodejs_heap_size_used_bytes")}/${mb("nodejs_heap_size_total_bytes")} MB, external ${mb("nodejs_external_memory_bytes")} MB, RSS now ${mb("process_resident_memory_bytes")} MB`;
   }
 
   async stop(): Promise<void> {
