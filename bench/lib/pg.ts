@@ -21,14 +21,21 @@ export class Postgres {
     return url.toString();
   }
 
+  /**
+   * Runs one statement on a connection of its own. `bulk` skips foreign-key checks (the session
+   * replicates, as pg_restore does): for seeding rows valid by construction, millions at a time.
+   * Setting that needs a superuser; as anyone else the rows are seeded with their checks, slower.
+   */
   async sql<T = Record<string, unknown>>(
     database: string,
     text: string,
     values: unknown[] = [],
+    options: { bulk?: boolean } = {},
   ): Promise<T[]> {
     const client = new pg.Client({ connectionString: this.urlOf(database) });
     await client.connect();
     try {
+      if (options.bulk) await client.query("set session_replication_role = replica").catch(() => {});
       return (await client.query(text, values)).rows as T[];
     } finally {
       await client.end();
