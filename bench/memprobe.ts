@@ -24,7 +24,7 @@ const env = {
 };
 const server = await ServerProcess.emisor(env);
 const say = async (what: string) =>
-  process.stdout.write(`${what}: peak ${server.peakRssMb()} MB; ${await server.memoryNow()}\n`);
+  process.stdout.write(`${what}: peak ${server.peakRssMb()} MB; ${(await server.metrics()).memory}\n`);
 try {
   await say("started");
   const root = await seed.createTenantWithCli(env, server.url, "100000000.00");

@@ -30,7 +30,7 @@ const emisorReady = /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/;
 /**
  * An Emisor (or ceiling) server as a separate process, as in production: its URL from the banner,
  * its peak resident memory per scenario (VmHWM, reset through /proc/<pid>/clear_refs), and the
- * event-loop delay it reports on /metrics (prom-client resets the histogram on every scrape).
+ * event-loop delay and memory it reports on /metrics.
  */
 export class ServerProcess {
   readonly url: string;
@@ -109,25 +109,24 @@ export class ServerProcess {
     return Math.round(kb / 1024);
   }
 
-  /** p99 event-loop delay since the previous call, in ms (prom-client's histogram). */
-  async eventLoopDelayP99Ms(): Promise<number> {
-    const text = await (await fetch(`${this.url}/metrics`)).text();
-    const value = /^emisor_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1];
-    return value ? Number(value) * 1000 : Number.NaN;
-  }
-
   /**
-   * Where the memory is now, from prom-client's process metrics: V8's heap (total), memory outside
-   * it that V8 knows of (Buffers), and the resident set. The difference is native: malloc arenas,
-   * thread stacks, code. Empty for a server without /metrics.
+   * One scrape of /metrics: the p99 event-loop delay since the previous scrape (prom-client resets
+   * that histogram on every scrape, so every reading goes through here), and where the memory is
+   * now: V8's heap (used/total), memory outside it that V8 knows of (Buffers) and the resident set.
+   * The rest of the resident set is native: malloc arenas, thread stacks, code.
    */
-  async memoryNow(): Promise<string> {
+  async metrics(): Promise<{ eventLoopP99Ms: number; memory: string }> {
     const text = await (await fetch(`${this.url}/metrics`)).text();
+    const value = (name: string) => new RegExp(`^emisor_${name} (\\S+)$`, "m").exec(text)?.[1];
     const mb = (name: string) => {
-      const value = new RegExp(`^emisor_${name} (\\S+)$`, "m").exec(text)?.[1];
-      return value === undefined ? "?" : String(Math.round(Number(value) / 1048576));
+      const bytes = value(name);
+      return bytes === undefined ? "?" : String(Math.round(Number(bytes) / 1048576));
     };
-    return `heap ${mb("nodejs_heap_size_used_bytes")}/${mb("nodejs_heap_size_total_bytes")} MB, external ${mb("nodejs_external_memory_bytes")} MB, RSS now ${mb("process_resident_memory_bytes")} MB`;
+    const lag = value("nodejs_eventloop_lag_p99_seconds");
+    return {
+      eventLoopP99Ms: lag === undefined ? Number.NaN : Number(lag) * 1000,
+      memory: `heap ${mb("nodejs_heap_size_used_bytes")}/${mb("nodejs_heap_size_total_bytes")} MB, external ${mb("nodejs_external_memory_bytes")} MB, RSS now ${mb("process_resident_memory_bytes")} MB`,
+    };
   }
 
   async stop(): Promise<void> {
