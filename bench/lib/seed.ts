@@ -295,8 +295,17 @@ export async function seedTransfers(
 }
 
 /**
+ * SQL for a version-7 UUID made at `millis` (a bigint expression), as the service makes entry ids
+ * (src/ledger/ids.ts): the milliseconds over the first 6 bytes of a random UUID, version bits 0111.
+ */
+function timeOrderedUuidSql(millis: string): string {
+  return `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing substring(int8send(${millis}) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid`;
+}
+
+/**
  * `total` journal entries of history (each moving one centavo between two accounts of a throwaway
- * client, with its two postings), so that a run can be measured on a grown ledger.
+ * client, with its two postings), so that a run can be measured on a grown ledger. Their ids are
+ * time-ordered, as the service's own, from a day ago, 100 per millisecond.
  */
 export async function seedHistory(pgs: Postgres, database: string, total: number): Promise<void> {
   const [root] = await pgs.sql<{ id: string }>(
@@ -317,7 +326,8 @@ export async function seedHistory(pgs: Postgres, database: string, total: number
     await pgs.sql(
       database,
       `with e as (insert into journal_entries (id, kind, client_id, created_at)
-                  select gen_random_uuid(), 'HISTORY', $1, now() - interval '1 day' from generate_series($2::int, $3::int) returning id)
+                  select ${timeOrderedUuidSql("(extract(epoch from now() - interval '1 day') * 1000)::bigint + i / 100")},
+                    'HISTORY', $1, now() - interval '1 day' from generate_series($2::int, $3::int) as i returning id)
        insert into postings (entry_id, account_id, amount_cents)
        select id, x.account, x.amount from e, (values ('00000000-0000-4000-8000-000000000001'::uuid, -1), ($4::uuid, 1)) x(account, amount)`,
       [root?.id, from, to, a],

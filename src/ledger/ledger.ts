@@ -4,6 +4,7 @@ import { sql } from "kysely";
 import type { Queryable, Tx } from "../db/database.ts";
 import type { LedgerAccountKind } from "../db/schema.ts";
 import { AppError, errors } from "../errors.ts";
+import { timeOrderedUuid } from "./ids.ts";
 import type { Cents } from "./money.ts";
 
 /**
@@ -54,7 +55,7 @@ export async function createAccount(
  */
 export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
   assertBalanced(input.postings);
-  const id = input.id ?? randomUUID();
+  const id = input.id ?? timeOrderedUuid();
   for (const [accountId, delta] of netByAccount(input.postings)) {
     if (delta !== 0n) await applyDelta(tx, accountId, delta);
   }

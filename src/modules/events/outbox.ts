@@ -1,5 +1,5 @@
-import { randomUUID } from "node:crypto";
 import type { Tx } from "../../db/database.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { insertEventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
 /**
@@ -54,7 +54,7 @@ export async function emitEvents(tx: Tx, events: NewEvent[]): Promise<string[]> 
 /** Events as the outbox stores them, for a statement that writes them itself (payments). */
 export function outboxRows(events: NewEvent[]): OutboxEvent[] {
   return events.map((event) => ({
-    id: randomUUID(),
+    id: timeOrderedUuid(),
     type: event.type,
     clientId: event.clientId,
     data: JSON.stringify(event.data),

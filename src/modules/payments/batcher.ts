@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { randomInt, randomUUID } from "node:crypto";
+import { randomInt } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
 import type { IdempotencyScope, IdempotentResult } from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import { type Envelope, ok } from "../../http/envelope.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
@@ -194,7 +195,7 @@ async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]
       return;
     }
     available.set(request.payerId, balance - request.amountCents);
-    const entryId = randomUUID();
+    const entryId = timeOrderedUuid();
     const data = paymentData(request, entryId, status);
     const body = ok(data);
     accepted.push({
