@@ -5,23 +5,15 @@
  * snapshots after round 2 and the last (BENCH_NODE_FLAGS="--heapsnapshot-signal=SIGUSR2
  * --diagnostic-dir=DIR"). The server runs as production runs it (productionRun).
  */
-import { randomBytes } from "node:crypto";
 import { load } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
-import { ServerProcess } from "./lib/server.ts";
+import { emisorEnv, ServerProcess } from "./lib/server.ts";
 
 const pgs = new Postgres("postgres://postgres@127.0.0.1:5432/postgres");
 const database = `emisor_mem_${Date.now()}`;
 await pgs.create(database);
-const env = {
-  HOST: "127.0.0.1",
-  PORT: "0",
-  LOG_LEVEL: "warn",
-  EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
-  EMISOR_SANDBOX: "true",
-  DATABASE_URL: pgs.urlOf(database),
-};
+const env = emisorEnv({ DATABASE_URL: pgs.urlOf(database) });
 const server = await ServerProcess.emisor(env);
 const say = async (what: string) =>
   process.stdout.write(`${what}: peak ${server.peakRssMb()} MB; ${(await server.metrics()).memory}\n`);

@@ -6,13 +6,12 @@
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
  */
-import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { load } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
-import { ServerProcess } from "./lib/server.ts";
+import { emisorEnv, ServerProcess } from "./lib/server.ts";
 
 const scenario = process.argv[2] ?? "payment";
 const seconds = Number(process.argv[3] ?? 10);
@@ -58,14 +57,7 @@ function summarize(file: string): void {
 
 async function main(): Promise<void> {
   await pgs.create(database);
-  const env = {
-    HOST: "127.0.0.1",
-    PORT: "0",
-    LOG_LEVEL: "warn",
-    EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
-    EMISOR_SANDBOX: "true",
-    DATABASE_URL: pgs.urlOf(database),
-  };
+  const env = emisorEnv({ DATABASE_URL: pgs.urlOf(database) });
   const server = await ServerProcess.emisor(
     env,
     process.env.NO_PROF ? [] : ["--cpu-prof", `--cpu-prof-dir=${dir}`],

@@ -11,7 +11,6 @@
  * checks the books after every money scenario, and prints and saves one table.
  */
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
@@ -21,7 +20,7 @@ import { type LoadOptions, type LoadResult, load } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
-import { ServerProcess } from "./lib/server.ts";
+import { benchMasterKey, emisorEnv, ServerProcess } from "./lib/server.ts";
 
 type Mode = "full" | "quick" | "smoke";
 const mode: Mode = process.argv.includes("--smoke")
@@ -100,7 +99,6 @@ const pgs = new Postgres(baseUrl);
 const stamp = Date.now();
 const appDb = `emisor_bench_${stamp}`;
 const pgbenchDb = `emisor_bench_pgbench_${stamp}`;
-const masterKey = randomBytes(32).toString("hex");
 /**
  * Peak RSS over the scenarios of Emisor on PostgreSQL (the target), and apart from it on PGlite,
  * whose process also holds the database engine (its WebAssembly memory starts at 128 MB).
@@ -180,18 +178,6 @@ async function ceilings(): Promise<Record<string, number>> {
   return { pgbenchN, hotStatement, spreadStatement, fastify: fastify.rps, rsa };
 }
 
-function serverEnv(extra: Record<string, string>): Record<string, string> {
-  return {
-    HOST: "127.0.0.1",
-    PORT: "0",
-    LOG_LEVEL: "warn",
-    EMISOR_MASTER_KEY: masterKey,
-    EMISOR_SANDBOX: "true",
-    EMISOR_WORKERS: "true",
-    ...extra,
-  };
-}
-
 const bbvaClabe = buildClabe("012", "180", 123456n);
 const paymentBody = (card: string) =>
   JSON.stringify({
@@ -243,7 +229,7 @@ async function main(): Promise<void> {
 
   step(`seed: PostgreSQL database ${appDb}`);
   await pgs.create(appDb);
-  const env = serverEnv({ DATABASE_URL: pgs.urlOf(appDb) });
+  const env = emisorEnv({ DATABASE_URL: pgs.urlOf(appDb) });
   const server = await ServerProcess.emisor(env);
   try {
     await runScenarios(server, env, ceiling);
@@ -268,7 +254,7 @@ async function runScenarios(
     forClients: clients.map((c) => c.clientId),
   });
   const publicPem = await seed.systemPublicKey(pgs, appDb);
-  const ciphered = await seed.cipheredPans(pgs, appDb, masterKey, publicPem, hot);
+  const ciphered = await seed.cipheredPans(pgs, appDb, benchMasterKey, publicPem, hot);
   const transferCards = hot.slice(0, Math.min(100, hot.length));
   await seed.pool(transferCards, 8, (card) => seed.pay(base, root.token, card.id, 100_000));
   await seed.setPins(base, root.token, publicPem, transferCards, "4821");
@@ -578,7 +564,7 @@ async function pgliteScenario(): Promise<void> {
   step("embedded PGlite");
   engine = "pglite";
   const dataDir = mkdtempSync(path.join(tmpdir(), "emisor-bench-pglite-"));
-  const env = serverEnv({ DATABASE_URL: "", EMISOR_DATA_DIR: dataDir });
+  const env = emisorEnv({ DATABASE_URL: "", EMISOR_DATA_DIR: dataDir });
   // The first start on an empty embedded database runs initdb inside the process (PGlite keeps
   // that WebAssembly instance's memory) and creates a funded sandbox tenant; it is seeded, then
   // the service restarts on its data, as it runs every day after.

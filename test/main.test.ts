@@ -8,6 +8,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+import { bannerOf } from "./helpers/banner.ts";
 import { startReceiver, waitFor } from "./helpers/webhooks.ts";
 
 function start(dataDir: string, masterKey: string): { child: ChildProcess; output: Promise<string> } {
@@ -22,18 +23,7 @@ function start(dataDir: string, masterKey: string): { child: ChildProcess; outpu
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let text = "";
-  const output = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner within 60 s:\n${text}`)), 60_000);
-    child.stdout?.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      if (/Log in:\n.*curl.*\n/.test(text)) {
-        clearTimeout(timer);
-        resolve(text);
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`exited with ${code}:\n${text}`)));
-  });
+  const output = bannerOf(child);
   return { child, output };
 }
 

@@ -17,6 +17,7 @@ import pg from "pg";
 import { openDatabase } from "../src/db/database.ts";
 import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
 import { limits } from "../src/limits.ts";
+import { bannerOf } from "./helpers/banner.ts";
 import { startTcpProxy } from "./helpers/tcp-proxy.ts";
 
 const baseUrl = process.env.DATABASE_URL;
@@ -63,21 +64,7 @@ async function startService(env: Record<string, string>): Promise<Service> {
     if (child.exitCode === null) child.kill("SIGKILL");
     await exited;
   });
-  let text = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    text += chunk.toString();
-  });
-  const banner = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner within 60 s:\n${text}`)), 60_000);
-    child.stdout?.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      if (/Log in:\n.*curl.*\n/.test(text)) {
-        clearTimeout(timer);
-        resolve(text);
-      }
-    });
-    void exited.then((code) => reject(new Error(`exited with ${code}:\n${text}`)));
-  });
+  const banner = await bannerOf(child);
   const apiKey = /api_key: +(\S+)/.exec(banner)?.[1] ?? "";
   const password = /password: +(\S+)/.exec(banner)?.[1] ?? "";
   const base = /listening on (http:\/\/\S+)/.exec(banner)?.[1] ?? "";

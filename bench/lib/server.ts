@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 
 /**
@@ -16,12 +17,28 @@ function parseServeScript(): { args: string[]; env: Record<string, string> } {
   const words = (pkg.scripts.serve ?? "").split(/\s+/).filter(Boolean);
   const env: Record<string, string> = {};
   while (words[0]?.includes("=")) {
-    const [name = "", value = ""] = (words.shift() ?? "").split("=");
-    env[name] = value;
+    const word = words.shift() ?? "";
+    env[word.slice(0, word.indexOf("="))] = word.slice(word.indexOf("=") + 1);
   }
   if (words.shift() !== "node") throw new Error('package.json\'s "serve" script must run node');
   const extra = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
   return { args: [...extra, ...words], env };
+}
+
+/** The master key of every Emisor this bench process starts (seeding ciphers card numbers with it). */
+export const benchMasterKey = randomBytes(32).toString("hex");
+
+/** Emisor's environment in the bench: loopback, any free port, warn logs, sandbox, plus `extra`. */
+export function emisorEnv(extra: Record<string, string>): Record<string, string> {
+  return {
+    HOST: "127.0.0.1",
+    PORT: "0",
+    LOG_LEVEL: "warn",
+    EMISOR_MASTER_KEY: benchMasterKey,
+    EMISOR_SANDBOX: "true",
+    EMISOR_WORKERS: "true",
+    ...extra,
+  };
 }
 
 /** Emisor is ready when its banner, ending with the login line, is out; group 1 is its URL. */

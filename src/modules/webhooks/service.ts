@@ -6,6 +6,7 @@ import type { DeliveryStatus, WebhookStatus } from "../../db/schema.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { type Envelope, ok } from "../../http/envelope.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { testEventType } from "../events/outbox.ts";
@@ -248,7 +249,7 @@ export async function sendTestEvent(
 ): Promise<IdempotentResult> {
   const endpoint = await enabledEndpointInScope(db, caller, id);
   return runIdempotent(db, idempotency, async (tx) => {
-    const eventId = randomUUID();
+    const eventId = timeOrderedUuid();
     await repo.insertTestEvent(tx, {
       id: eventId,
       type: testEventType,
