@@ -1,6 +1,7 @@
 // Proves Idempotency-Key: same key and body replays the first response and moves money once; same
 // key with another body is 409; keys are scoped per API key; concurrent duplicates take effect once.
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
 import { recordResponse, runIdempotent } from "../src/db/idempotency.ts";
 import { AppError, errors } from "../src/errors.ts";
@@ -136,4 +137,32 @@ test("a key taken by a duplicate whose answer cannot be read (database gone in b
     (error: unknown) => error,
   );
   assert.equal(refused, lost);
+});
+
+test("a refusal is final for its key: a duplicate still in flight replays it instead of taking effect", async () => {
+  // The bank test's case: the client gave up on attempt 1 (still queued in the service), its
+  // retry was refused (too little money then), and attempt 1 then found money (a return came in).
+  const tenant = await createTenant(t);
+  const scope = { apiKeyId: tenant.apiKeyId, key: "refused-then-late", requestHash: "h" };
+  const refused = await runIdempotent(t.ctx.db, scope, async () => {
+    throw new AppError(errors.speiInsufficientFunds);
+  }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.ok(refused instanceof AppError && refused.def === errors.speiInsufficientFunds);
+  const entryId = randomUUID();
+  const late = await runIdempotent(t.ctx.db, scope, async (tx) => {
+    await tx.insertInto("journal_entries").values({ id: entryId, kind: "TEST" }).execute();
+    return { status: 200, body: ok({ moved: true }) };
+  });
+  assert.equal(late.status, 422);
+  assert.equal(late.replayed, true);
+  assert.equal(late.body.code, errors.speiInsufficientFunds.code);
+  const written = await t.ctx.db
+    .selectFrom("journal_entries")
+    .select("id")
+    .where("id", "=", entryId)
+    .executeTakeFirst();
+  assert.equal(written, undefined, "the late attempt's work was rolled back");
 });

@@ -126,6 +126,22 @@ test("every invalid field is refused with 1000 and moves nothing", async () => {
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 9_900n);
 });
 
+test("a refusal is final for its key: after funding, the same key replays 5401 and pays nothing; a new key pays", async () => {
+  const tenant = await createTenant(t, { available: 50 });
+  const [card] = await cardsFor(t, tenant, 1, { activate: true });
+  assert.ok(card);
+  const refused = await pay(tenant, card.id, 50.01, {}, { "idempotency-key": "refused-1" });
+  expectError(refused, 5401, 422);
+  expectOk(await call(t.app, "POST", "/v1/sandbox/funding", { token: tenant.token, body: { amount: 100 } }));
+  const again = await pay(tenant, card.id, 50.01, {}, { "idempotency-key": "refused-1" });
+  expectError(again, 5401, 422);
+  assert.equal(again.headers["idempotent-replayed"], "true");
+  assert.deepEqual(again.body, refused.body);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 15_000n);
+  expectOk(await pay(tenant, card.id, 50.01, {}, { "idempotency-key": "refused-2" }));
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 15_000n - 5_001n);
+});
+
 test("rejections: insufficient balance 5401, blocked or canceled card 5402, another tenant's card 3302", async () => {
   const tenant = await createTenant(t, { available: 50 });
   const [card, blocked, canceled] = await cardsFor(t, tenant, 3, { activate: true });

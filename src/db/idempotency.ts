@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { AppError, errors } from "../errors.ts";
-import type { Envelope } from "../http/envelope.ts";
+import { type Envelope, failure } from "../http/envelope.ts";
 import type { Db, Queryable, Tx } from "./database.ts";
 
 /**
@@ -8,7 +8,11 @@ import type { Db, Queryable, Tx } from "./database.ts";
  * (API key, Idempotency-Key) pair is stored IN THE SAME TRANSACTION as the change it reports, so
  * a crash leaves either both or neither. A concurrent duplicate blocks on the primary key until
  * the first commits, then finds the key taken: its own transaction rolls back and it answers
- * with the stored response. Failures are not stored: a retry after a 4xx is evaluated again.
+ * with the stored response. A refusal of the work itself (a 4xx decided on the data: insufficient
+ * balance, a card that cannot be paid) is stored too and replayed, as at Stripe: once a client is
+ * told no, a duplicate still in flight (an attempt it gave up on) must not move the money later.
+ * Failures that say nothing about the request (validation before the work, 409 for a reused key,
+ * 429, 5xx such as 503) are not stored: a retry is evaluated again.
  */
 export interface IdempotencyScope {
   apiKeyId: string;
@@ -65,13 +69,34 @@ export async function runIdempotent(
     // careful client the money did not move when it did) nor a vanished key (500).
     if (lookupFailure !== undefined) throw lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
+    if (!isFinalRefusal(error)) throw error;
+    // The refusal becomes the key's answer, unless a duplicate's success committed meanwhile.
+    if (await recordResponse(db, scope, refusalResponse(error))) throw error;
+    const winner = await findStoredResponse(db, scope);
+    if (winner) return winner;
     throw error;
   }
 }
 
+/** A 4xx the work decided (not a reused key, not a rate limit): the final answer for its key. */
+export function isFinalRefusal(error: unknown): error is AppError {
+  return (
+    error instanceof AppError &&
+    error.def.status >= 400 &&
+    error.def.status < 500 &&
+    !error.def.transient &&
+    error.def !== errors.idempotencyKeyReused
+  );
+}
+
+/** A refusal as its replay answers it: the same status and envelope as the first answer. */
+export function refusalResponse(error: AppError): StoredResponse {
+  return { status: error.def.status, body: failure(error.def, error.message, error.details) };
+}
+
 /** Inserts the response; false when the key is already taken (by a committed transaction). */
 export async function recordResponse(
-  tx: Tx,
+  tx: Queryable,
   scope: IdempotencyScope,
   response: StoredResponse,
 ): Promise<boolean> {

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { randomInt } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
-import type { IdempotencyScope, IdempotentResult } from "../../db/idempotency.ts";
+import {
+  type IdempotencyScope,
+  type IdempotentResult,
+  isFinalRefusal,
+  refusalResponse,
+} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import { type Envelope, ok } from "../../http/envelope.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
@@ -219,13 +224,31 @@ async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]
     outcomes[index] = { result: { status: 200, body, replayed: false } };
   });
 
-  if (accepted.length > 0) {
-    const records = accepted.flatMap((a) => {
-      const scope = requests[a.index]?.idempotency;
-      return scope
-        ? [{ apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, body: a.body }]
-        : [];
-    });
+  // Every key decided here is recorded with its answer, a refusal too: a duplicate in a later
+  // batch (an attempt its client gave up on) then replays it instead of paying after a "no".
+  const records = [...firstWithKey.values()].flatMap((index) => {
+    const scope = requests[index]?.idempotency;
+    const outcome = outcomes[index];
+    if (!scope || !outcome) return [];
+    const response =
+      "result" in outcome
+        ? outcome.result
+        : isFinalRefusal(outcome.error)
+          ? refusalResponse(outcome.error)
+          : undefined;
+    return response
+      ? [
+          {
+            apiKeyId: scope.apiKeyId,
+            key: scope.key,
+            requestHash: scope.requestHash,
+            status: response.status,
+            body: response.body,
+          },
+        ]
+      : [];
+  });
+  if (accepted.length > 0 || records.length > 0) {
     const events = outboxRows(
       accepted.map((a) => ({
         type: "card.payment" as const,

@@ -75,13 +75,15 @@ export interface IdempotencyRecord {
   apiKeyId: string;
   key: string;
   requestHash: string;
+  /** 200 for a payment made, the refusal's status for one refused (a refusal is final too). */
+  status: number;
   body: Envelope;
 }
 
 /**
  * Applies the accepted payments in one statement: each payer's one debit (still guarded: it must
  * cover the payer's total), each card's credit, the journal entries, their postings, the
- * idempotency records of the requests that carried a key, and the `card.payment` events with their
+ * idempotency records of the requests that carried a key (refused ones too), and the `card.payment` events with their
  * webhook deliveries (the outbox). Answers how many rows each part wrote.
  */
 export async function applyPayments(
@@ -118,10 +120,11 @@ export async function applyPayments(
       returning id),
     keys as (
       insert into idempotency_keys (api_key_id, key, request_hash, response_status, response_body)
-      select api_key_id, key, request_hash, 200, body from unnest(
+      select api_key_id, key, request_hash, status, body from unnest(
         ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
-        ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
-      ) as t(api_key_id, key, request_hash, body)
+        ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => r.status)}::int[],
+        ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
+      ) as t(api_key_id, key, request_hash, status, body)
       returning key),
     ${eventsWithDeliveries(events)}
     select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
