@@ -11,7 +11,7 @@ import path from "node:path";
 import { load } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
-import { emisorEnv, ServerProcess } from "./lib/server.ts";
+import { describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
 
 const scenario = process.argv[2] ?? "payment";
 const seconds = Number(process.argv[3] ?? 10);
@@ -102,6 +102,7 @@ async function main(): Promise<void> {
               }),
             },
     );
+    process.stdout.write(`${describeBatches((await server.metrics()).batches)}\n`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const gauge = (name: string) =>
       Math.round(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 2 ** 20);

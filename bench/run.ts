@@ -20,7 +20,7 @@ import { type LoadOptions, type LoadResult, load } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
-import { benchMasterKey, emisorEnv, ServerProcess } from "./lib/server.ts";
+import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
 
 type Mode = "full" | "quick" | "smoke";
 const mode: Mode = process.argv.includes("--smoke")
@@ -112,13 +112,14 @@ async function scenario(
   figure: string,
   options: LoadOptions,
 ): Promise<LoadResult & { eventLoopP99Ms: number }> {
-  await server.metrics(); // starts a new event-loop histogram
+  const before = await server.metrics(); // starts a new event-loop histogram
   server.resetPeakRss();
   const result = await load(options);
   const rss = server.peakRssMb();
   peakRss[engine] = Math.max(peakRss[engine], rss);
-  const { eventLoopP99Ms, memory } = await server.metrics();
-  const detail = `p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}, peak RSS ${rss} MB (${memory})`;
+  const { eventLoopP99Ms, memory, batches } = await server.metrics();
+  const batched = describeBatches(batches, before.batches);
+  const detail = `p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}, peak RSS ${rss} MB (${memory})${batched ? `; ${batched}` : ""}`;
   if (result.non2xx > 0 || result.errors > 0)
     failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   process.stdout.write(`  ${figure}: ${result.rps} req/s, ${detail}\n`);

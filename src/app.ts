@@ -78,7 +78,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerAuth(app, ctx.auth);
   registerRateLimit(app, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
-  registerMetrics(app);
+  const metrics = registerMetrics(app);
   registerHealth(app, ctx.database);
 
   registerAuthRoutes(app, ctx);
@@ -86,7 +86,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerCatalogRoutes(app);
   registerProductRoutes(app, ctx);
   registerCardRoutes(app, ctx);
-  registerPaymentRoutes(app, ctx);
+  registerPaymentRoutes(app, ctx, metrics);
   registerClientRoutes(app, ctx);
   registerCardholderRoutes(app, ctx);
   registerSandboxRoutes(app, ctx);

@@ -398,3 +398,87 @@ test("two processes paying from one balance: the guarded debit keeps exactly the
   }
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
+
+test("a batch decided at once falls back under lock when what it was decided on changed, and keeps arrival order", async () => {
+  // One batcher stands for this process; a second one, on the same database, for another process
+  // that changes the balance behind its back.
+  const tenant = await createTenant(t, { available: 101 });
+  const [x, y] = await Promise.all(
+    (await cardsFor(t, tenant, 2)).map((c) => findCardInScope(t.ctx.db, tenant.clientId, { id: c.id })),
+  );
+  assert.ok(x && y);
+  const forms: string[] = [];
+  const batcher = new PaymentBatcher(t.ctx.db, (form) => forms.push(form));
+  const elsewhere = new PaymentBatcher(t.ctx.db);
+  const request = (card: typeof x, amountCents: bigint, key?: string): PaymentRequest => ({
+    payerId: tenant.clientId,
+    apiKeyId: tenant.apiKeyId,
+    card,
+    amountCents,
+    description: "a la vez",
+    ...where,
+    idempotency: key ? { apiKeyId: tenant.apiKeyId, key, requestHash: `hash-${key}` } : undefined,
+  });
+
+  // 1.00 to X while it needs activation: at once; the batcher now believes 100.00 and X NEED_ACTIVATION.
+  const first = await batcher.submit(request(x, 100n));
+  assert.equal((first.body.data as Payment).card.status, "NEED_ACTIVATION");
+  assert.deepEqual(forms, ["at_once"]);
+  // Behind its back: X is activated and another process pays 30.00 (70.00 left).
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/activate", {
+      token: tenant.token,
+      body: { card_number: x.id, ...where },
+    }),
+  );
+  await elsewhere.submit(request(y, 3_000n));
+
+  // 60.00 to X, then 30.00 to Y, in two batches in flight together. The first one's statement
+  // finds X ACTIVE and writes nothing; the second one must then not take the money the first one's
+  // payment still has a right to: it needs 90.00 and finds 70.00, so it falls back too, and under
+  // lock, in arrival order, 60.00 is paid and 30.00 is refused.
+  const [sixty, thirty] = await Promise.allSettled([
+    batcher.submit(request(x, 6_000n)),
+    batcher.submit(request(y, 3_000n)),
+  ]);
+  assert.equal(sixty.status, "fulfilled");
+  assert.equal(sixty.status === "fulfilled" && (sixty.value.body.data as Payment).card.status, "ACTIVE");
+  assert.equal(thirty.status, "rejected");
+  assert.equal(thirty.status === "rejected" && (thirty.reason as AppError).def?.code, 5401);
+  assert.deepEqual(forms, ["at_once", "fell_back", "under_lock", "fell_back", "under_lock"]);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 1_000n);
+
+  // A key another process already answered: the statement finds it taken, and the payment under
+  // lock replays that answer instead of paying twice.
+  const stored = await elsewhere.submit(request(y, 100n, "k-1"));
+  forms.length = 0;
+  const replay = await batcher.submit(request(y, 100n, "k-1"));
+  assert.equal(replay.replayed, true);
+  assert.deepEqual(replay.body, stored.body);
+  assert.deepEqual(forms, ["fell_back", "under_lock"]);
+
+  // A card canceled behind its back: refused under lock with 5402, nothing moved.
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: tenant.token,
+      body: { card_number: y.id, status: "CANCELED", ...where },
+    }),
+  );
+  forms.length = 0;
+  await assert.rejects(batcher.submit(request(y, 100n)), (error: AppError) => error.def?.code === 5402);
+  assert.deepEqual(forms, ["fell_back", "under_lock"]);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 900n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("/metrics counts payment batches by the form they were applied in", async () => {
+  const tenant = await createTenant(t, { available: 100 });
+  const [card] = await cardsFor(t, tenant, 1, { activate: true });
+  assert.ok(card);
+  expectOk(await pay(tenant, card.id, 1));
+  const metrics = await t.app.inject({ method: "GET", url: "/metrics" });
+  const counted = (name: string) =>
+    Number(new RegExp(`^${name}\\{form="at_once"\\} (\\d+)$`, "m").exec(metrics.body)?.[1] ?? 0);
+  assert.ok(counted("emisor_payment_batches_total") >= 1, metrics.body);
+  assert.ok(counted("emisor_payment_batch_payments_total") >= 1);
+});

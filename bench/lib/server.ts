@@ -49,6 +49,20 @@ const emisorReady = /listening on (\S+)[\s\S]*Log in:\n.*curl.*\n/;
  * its peak resident memory per scenario (VmHWM, reset through /proc/<pid>/clear_refs), and the
  * event-loop delay and memory it reports on /metrics.
  */
+const batchForms = ["at_once", "under_lock", "fell_back"] as const;
+/** The service's payment batch counters (emisor_payment_batches_total and its payments), by form. */
+export type BatchCounts = Record<(typeof batchForms)[number], { batches: number; payments: number }>;
+
+/** The payment batches between two readings, by form, with the mean payments per batch. */
+export function describeBatches(after: BatchCounts, before?: BatchCounts): string {
+  const parts = batchForms.flatMap((form) => {
+    const n = after[form].batches - (before?.[form].batches ?? 0);
+    const payments = after[form].payments - (before?.[form].payments ?? 0);
+    return n > 0 ? [`${form} ${n} (x${(payments / n).toFixed(1)})`] : [];
+  });
+  return parts.length > 0 ? `payment batches: ${parts.join(", ")}` : "";
+}
+
 export class ServerProcess {
   readonly url: string;
   /** What the process printed until it was ready (Emisor's banner, with first-start credentials). */
@@ -132,7 +146,7 @@ export class ServerProcess {
    * now: V8's heap (used/total), memory outside it that V8 knows of (Buffers) and the resident set.
    * The rest of the resident set is native: malloc arenas, thread stacks, code.
    */
-  async metrics(): Promise<{ eventLoopP99Ms: number; memory: string }> {
+  async metrics(): Promise<{ eventLoopP99Ms: number; memory: string; batches: BatchCounts }> {
     const text = await (await fetch(`${this.url}/metrics`)).text();
     const value = (name: string) => new RegExp(`^emisor_${name} (\\S+)$`, "m").exec(text)?.[1];
     const mb = (name: string) => {
@@ -140,8 +154,20 @@ export class ServerProcess {
       return bytes === undefined ? "?" : String(Math.round(Number(bytes) / 1048576));
     };
     const lag = value("nodejs_eventloop_lag_p99_seconds");
+    const counted = (name: string, form: string) =>
+      Number(new RegExp(`^emisor_${name}\\{form="${form}"\\} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+    const batches = Object.fromEntries(
+      batchForms.map((form) => [
+        form,
+        {
+          batches: counted("payment_batches_total", form),
+          payments: counted("payment_batch_payments_total", form),
+        },
+      ]),
+    ) as BatchCounts;
     return {
       eventLoopP99Ms: lag === undefined ? Number.NaN : Number(lag) * 1000,
+      batches,
       memory: `heap ${mb("nodejs_heap_size_used_bytes")}/${mb("nodejs_heap_size_total_bytes")} MB, external ${mb("nodejs_external_memory_bytes")} MB, RSS now ${mb("process_resident_memory_bytes")} MB`,
     };
   }

@@ -1,4 +1,5 @@
 import type { Queryable } from "../../db/database.ts";
+import { BoundedMap } from "../shared/bounded-map.ts";
 import type { CardRef } from "./card-number.ts";
 import { type CardRecord, findCardInScope } from "./repository.ts";
 
@@ -14,11 +15,10 @@ export type CachedCard = Omit<CardRecord, "status" | "pin_hash" | "pin_failed_at
 };
 
 export class CardCache {
-  readonly #entries = new Map<string, CachedCard>();
-  readonly #capacity: number;
+  readonly #entries: BoundedMap<string, CachedCard>;
 
   constructor(capacity = 100_000) {
-    this.#capacity = capacity;
+    this.#entries = new BoundedMap(capacity);
   }
 
   async find(db: Queryable, callerId: string, ref: CardRef): Promise<CachedCard | undefined> {
@@ -28,8 +28,6 @@ export class CardCache {
     const card = await findCardInScope(db, callerId, ref);
     if (!card) return undefined;
     const { pin_hash: _hash, pin_failed_attempts: _attempts, pin_locked: _locked, ...immutable } = card;
-    // A Map iterates in insertion order: dropping the first key evicts the oldest entry.
-    if (this.#entries.size >= this.#capacity) this.#entries.delete(this.#entries.keys().next().value ?? "");
     this.#entries.set(key, immutable);
     return immutable;
   }

@@ -14,18 +14,32 @@ import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
 import { outboxRows } from "../events/outbox.ts";
+import { BoundedMap } from "../shared/bounded-map.ts";
 import * as repo from "./repository.ts";
 
 /**
  * The hot account. Every payment of a client debits that client's one main balance, and a row
  * lock held until commit would let only one payment per commit through. So payments queue here,
- * per process, and each transaction applies everything that queued while the previous one was
- * committing (group commit), whoever the payers are: one lock of each payer row, decisions in
- * arrival order against each payer's running balance (exactly the affordable payments succeed),
- * and two set-based statements for the whole batch. Many clients paying at once share the
- * transactions and their commits as one hot client does. Across processes the payer row locks
- * still serialise batches, and since every payment of a payer holds its lock, idempotency keys
- * checked under it cannot race. Nothing is answered before its batch commits.
+ * per process, and each batch applies everything that queued while the previous one was being
+ * applied (group commit), whoever the payers are. Many clients paying at once share the batches
+ * and their commits as one hot client does. Nothing is answered before its batch commits.
+ *
+ * A batch takes one of two forms:
+ * - **At once** (the common case): when what this process last saw under lock says every payment
+ *   of the batch will be accepted (each payer covers its total, every card is payable, no key
+ *   repeats), the batch is decided here and sent as ONE autocommit statement that checks exactly
+ *   those conditions under the locks and writes everything, or raises and writes nothing. The
+ *   payer rows are then held only while PostgreSQL runs the locked part and commits.
+ * - **Under lock**: otherwise, or when the statement raised, one transaction locks the payer rows,
+ *   decides every payment in arrival order against each payer's running balance (exactly the
+ *   affordable payments succeed) and writes the batch.
+ *
+ * Two batches are in flight at once, so a hot payer row is handed from one commit to the next
+ * without waiting for a reply. Arrival order still holds: a batch sent at once while the one before
+ * it is undecided requires its payers to cover both batches' totals, so it can never take money the
+ * earlier batch's payments would have had; a batch that falls back to the locked form first waits
+ * until every earlier batch is decided. Across processes the payer row locks serialise batches, and
+ * since every payment of a payer holds its lock, idempotency keys checked under it cannot race.
  */
 export interface PaymentRequest {
   payerId: string;
@@ -37,6 +51,8 @@ export interface PaymentRequest {
     card_type: string;
     account_id: string;
     account_reference: string;
+    /** As last read (the card cache's may be stale): only a guess the batch is checked against. */
+    status: string;
   };
   amountCents: bigint;
   description: string;
@@ -56,13 +72,32 @@ type Outcome = { result: IdempotentResult } | { error: unknown };
 const payableStatuses = new Set(["NEED_ACTIVATION", "ACTIVE"]);
 const retryableCodes = new Set(["40P01", "40001", "23505"]);
 
+/**
+ * How a batch was applied: in one statement (`at_once`) or in a transaction under lock
+ * (`under_lock`); `fell_back` counts the batches sent at once whose checks failed, which were then
+ * applied under lock (and are counted there too).
+ */
+export type BatchForm = "at_once" | "under_lock" | "fell_back";
+
+/** Errors after which the one-statement form is known to have written nothing. */
+const rolledBackCodes = new Set([repo.decisionRefused, "40P01", "40001", "23505"]);
+/** How many payers' balances and cards' statuses a process remembers for deciding at once. */
+const memoryCapacity = 100_000;
+
 export class PaymentBatcher {
   readonly #db: Db;
   readonly #queue: Item[] = [];
   #draining = false;
+  /** Each payer's balance and each card's status as last seen under lock or after a debit. */
+  readonly #balances = new BoundedMap<string, bigint>(memoryCapacity);
+  readonly #statuses = new BoundedMap<string, string>(memoryCapacity);
+  /** What batches sent and not yet settled may still take from each payer. */
+  readonly #pending = new Map<string, bigint>();
+  readonly #observe: (form: BatchForm, payments: number) => void;
 
-  constructor(db: Db) {
+  constructor(db: Db, observe: (form: BatchForm, payments: number) => void = () => {}) {
     this.#db = db;
+    this.#observe = observe;
   }
 
   submit(request: PaymentRequest): Promise<IdempotentResult> {
@@ -75,10 +110,10 @@ export class PaymentBatcher {
   }
 
   /**
-   * Two batches deep: the next batch starts once the previous one has written everything and is
-   * committing. It waits in the database for the payer row locks it shares with the previous one
-   * and is decided the moment that commit lands, so a hot balance is never idle between batches;
-   * arrival order holds because the next batch is formed only after the previous one was decided.
+   * Two batches deep: the next batch is formed once the previous one no longer needs this process
+   * (sent at once, or written under lock and committing) and every batch before that one has
+   * settled. It waits in the database for the payer rows the previous one holds and runs the
+   * moment that commit lands, so a hot balance is never idle between batches.
    */
   async #drain(): Promise<void> {
     const queue = this.#queue;
@@ -90,11 +125,15 @@ export class PaymentBatcher {
         continue;
       }
       const batch = queue.splice(0, limits.paymentBatchMax);
-      let committing: () => void = () => {};
-      const written = new Promise<void>((resolve) => {
-        committing = resolve;
+      let letNextStart: () => void = () => {};
+      const nextMayStart = new Promise<void>((resolve) => {
+        letNextStart = resolve;
       });
-      const settled = this.#run(batch, committing).then((outcomes) => {
+      const settled = this.#run(
+        batch.map((item) => item.request),
+        last,
+        letNextStart,
+      ).then((outcomes) => {
         batch.forEach((item, i) => {
           const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
           if ("result" in outcome) item.resolve(outcome.result);
@@ -104,30 +143,122 @@ export class PaymentBatcher {
       // `last` settles when every batch so far has, so the drain ends only when none is in flight
       // (a batch that fails early must not let the drain end under one still committing).
       last = Promise.all([last, settled]).then(() => {});
-      await Promise.race([written, settled]);
+      await Promise.race([nextMayStart, settled]);
     }
     this.#draining = false;
   }
 
+  async #run(
+    requests: PaymentRequest[],
+    earlier: Promise<void>,
+    letNextStart: () => void,
+  ): Promise<Outcome[]> {
+    const release = this.#reserve(requests);
+    try {
+      const atOnce = this.#decideAtOnce(requests);
+      if (atOnce) {
+        const sent = repo.applyPaymentsAtOnce(this.#db, atOnce.batch);
+        void earlier.then(letNextStart);
+        try {
+          this.#learn(await sent, atOnce.batch.statuses);
+          this.#observe("at_once", requests.length);
+          return atOnce.outcomes;
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          // Anything else (a lost connection, a deadline) leaves the outcome unknown: deciding the
+          // batch again could pay it twice, so it is answered as the error.
+          if (!code || !rolledBackCodes.has(code)) return requests.map(() => ({ error }));
+          this.#observe("fell_back", requests.length);
+        }
+        await earlier;
+      }
+      this.#observe("under_lock", requests.length);
+      return await this.#underLock(requests, letNextStart);
+    } finally {
+      release();
+    }
+  }
+
   /** One transaction for the batch, retried on a deadlock, a serialization failure or a key race. */
-  async #run(batch: Item[], committing: () => void): Promise<Outcome[]> {
+  async #underLock(requests: PaymentRequest[], committing: () => void): Promise<Outcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#db.transaction().execute(async (tx) => {
-          const outcomes = await applyBatch(
-            tx,
-            batch.map((i) => i.request),
-          );
+        const decided = await this.#db.transaction().execute(async (tx) => {
+          const result = await applyBatch(tx, requests);
           committing();
-          return outcomes;
+          return result;
         });
+        this.#learn(decided.balances, decided.statuses);
+        return decided.outcomes;
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (attempt < 3 && code && retryableCodes.has(code)) continue;
-        return batch.map(() => ({ error }));
+        return requests.map(() => ({ error }));
       }
     }
   }
+
+  #learn(balances: Map<string, bigint>, statuses: Map<string, string>): void {
+    for (const [payer, balance] of balances) this.#balances.set(payer, balance);
+    for (const [card, status] of statuses) this.#statuses.set(card, status);
+  }
+
+  /** Counts the batch's totals as pending until it settles; answers the release. */
+  #reserve(requests: PaymentRequest[]): () => void {
+    const totals = totalsByPayer(requests);
+    for (const [payer, total] of totals) this.#pending.set(payer, (this.#pending.get(payer) ?? 0n) + total);
+    return () => {
+      for (const [payer, total] of totals) {
+        const left = (this.#pending.get(payer) ?? 0n) - total;
+        if (left === 0n) this.#pending.delete(payer);
+        else this.#pending.set(payer, left);
+      }
+    };
+  }
+
+  /**
+   * The batch decided before its locks, when what this process knows says every payment will be
+   * accepted: each payer's last seen balance covers what is pending on it (this batch included),
+   * each card was last seen payable, and no key appears twice. A payer or card never seen is
+   * assumed fine: the statement checks it.
+   */
+  #decideAtOnce(requests: PaymentRequest[]): { batch: repo.BatchAtOnce; outcomes: Outcome[] } | undefined {
+    const keys = requests.flatMap((r) => (r.idempotency ? [keyOf(r.idempotency)] : []));
+    if (new Set(keys).size !== keys.length) return undefined;
+    const guards = new Map<string, bigint>();
+    for (const payer of totalsByPayer(requests).keys()) {
+      const pending = this.#pending.get(payer) ?? 0n;
+      const known = this.#balances.get(payer);
+      if (known !== undefined && known < pending) return undefined;
+      guards.set(payer, pending);
+    }
+    const statuses = new Map<string, string>();
+    for (const request of requests) {
+      const status = this.#statuses.get(request.card.id) ?? request.card.status;
+      if (!payableStatuses.has(status)) return undefined;
+      statuses.set(request.card.id, status);
+    }
+    const accepted = requests.map((request) => accept(request, statuses.get(request.card.id) ?? ""));
+    return {
+      batch: {
+        payments: accepted.map((a) => a.payment),
+        records: requests.flatMap((request, i) => {
+          const body = accepted[i]?.body;
+          return request.idempotency && body ? [record(request.idempotency, { status: 200, body })] : [];
+        }),
+        events: paymentEvents(accepted),
+        guards,
+        statuses,
+      },
+      outcomes: accepted.map((a) => ({ result: { status: 200, body: a.body, replayed: false } })),
+    };
+  }
+}
+
+function totalsByPayer(requests: PaymentRequest[]): Map<string, bigint> {
+  const totals = new Map<string, bigint>();
+  for (const r of requests) totals.set(r.payerId, (totals.get(r.payerId) ?? 0n) + r.amountCents);
+  return totals;
 }
 
 function authorizationCode(): string {
@@ -154,8 +285,59 @@ function paymentData(request: PaymentRequest, entryId: string, status: string) {
 
 const keyOf = (scope: IdempotencyScope) => `${scope.apiKeyId}\n${scope.key}`;
 
-/** Decides every payment of the batch in arrival order and applies the accepted ones. */
-async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]> {
+interface Accepted {
+  payment: repo.AcceptedPayment;
+  body: Envelope;
+}
+
+/** A payment accepted, with the card status its answer states. */
+function accept(request: PaymentRequest, status: string): Accepted {
+  const entryId = timeOrderedUuid();
+  const data = paymentData(request, entryId, status);
+  return {
+    body: ok(data),
+    payment: {
+      entryId,
+      payerId: request.payerId,
+      cardId: request.card.id,
+      amountCents: request.amountCents,
+      description: request.description,
+      metadata: {
+        card_id: request.card.id,
+        authorization_code: data.operation.authorization_code,
+        latitude: request.latitude,
+        longitude: request.longitude,
+        api_key_id: request.apiKeyId,
+      },
+    },
+  };
+}
+
+function record(
+  scope: IdempotencyScope,
+  response: { status: number; body: Envelope },
+): repo.IdempotencyRecord {
+  return { apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, ...response };
+}
+
+function paymentEvents(accepted: Accepted[]) {
+  return outboxRows(
+    accepted.map((a) => ({
+      type: "card.payment" as const,
+      clientId: a.payment.payerId,
+      data: a.body.data as Record<string, unknown>,
+    })),
+  );
+}
+
+/**
+ * Decides every payment of the batch in arrival order and applies the accepted ones. Answers the
+ * outcomes, and each payer's balance and each card's status once the batch is applied.
+ */
+async function applyBatch(
+  tx: Tx,
+  requests: PaymentRequest[],
+): Promise<{ outcomes: Outcome[]; balances: Map<string, bigint>; statuses: Map<string, string> }> {
   const scoped = requests.flatMap((r) => (r.idempotency ? [r.idempotency] : []));
   const locked = await repo.lockBatch(
     tx,
@@ -168,7 +350,7 @@ async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]
   const statuses = locked.statuses;
   const outcomes: Outcome[] = [];
   const firstWithKey = new Map<string, number>();
-  const accepted: Array<{ index: number; payment: repo.AcceptedPayment; body: Envelope }> = [];
+  const accepted: Accepted[] = [];
 
   requests.forEach((request, index) => {
     const scope = request.idempotency;
@@ -200,28 +382,9 @@ async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]
       return;
     }
     available.set(request.payerId, balance - request.amountCents);
-    const entryId = timeOrderedUuid();
-    const data = paymentData(request, entryId, status);
-    const body = ok(data);
-    accepted.push({
-      index,
-      body,
-      payment: {
-        entryId,
-        payerId: request.payerId,
-        cardId: request.card.id,
-        amountCents: request.amountCents,
-        description: request.description,
-        metadata: {
-          card_id: request.card.id,
-          authorization_code: data.operation.authorization_code,
-          latitude: request.latitude,
-          longitude: request.longitude,
-          api_key_id: request.apiKeyId,
-        },
-      },
-    });
-    outcomes[index] = { result: { status: 200, body, replayed: false } };
+    const payment = accept(request, status);
+    accepted.push(payment);
+    outcomes[index] = { result: { status: 200, body: payment.body, replayed: false } };
   });
 
   // Every key decided here is recorded with its answer, a refusal too: a duplicate in a later
@@ -236,36 +399,19 @@ async function applyBatch(tx: Tx, requests: PaymentRequest[]): Promise<Outcome[]
         : isFinalRefusal(outcome.error)
           ? refusalResponse(outcome.error)
           : undefined;
-    return response
-      ? [
-          {
-            apiKeyId: scope.apiKeyId,
-            key: scope.key,
-            requestHash: scope.requestHash,
-            status: response.status,
-            body: response.body,
-          },
-        ]
-      : [];
+    return response ? [record(scope, response)] : [];
   });
   if (accepted.length > 0 || records.length > 0) {
-    const events = outboxRows(
-      accepted.map((a) => ({
-        type: "card.payment" as const,
-        clientId: a.payment.payerId,
-        data: a.body.data as Record<string, unknown>,
-      })),
-    );
     const written = await repo.applyPayments(
       tx,
       accepted.map((a) => a.payment),
       records,
-      events,
+      paymentEvents(accepted),
     );
     assert.equal(written.debited, written.payers, "a locked payer balance no longer covers its payments");
     assert.equal(written.credited, written.cards, "a card has no ledger account");
   }
-  return settleDuplicates(requests, outcomes, firstWithKey);
+  return { outcomes: settleDuplicates(requests, outcomes, firstWithKey), balances: available, statuses };
 }
 
 /** A repeated key inside one batch gets what the first request with that key got. */

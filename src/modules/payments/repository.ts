@@ -1,12 +1,14 @@
 import { sql } from "kysely";
-import type { Tx } from "../../db/database.ts";
+import type { Db, Tx } from "../../db/database.ts";
 import type { Envelope } from "../../http/envelope.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
 /**
- * SQL of the batched payment path: one statement that takes the locks and reads what the batch
- * decides on, one that writes everything. Both take arrays (unnest), so a batch of one payment and
- * a batch of 256 payments of many payers are the same two statements with the same plans.
+ * SQL of the batched payment path. Under lock: one statement that takes the locks and reads what
+ * the batch decides on, one that writes everything, in one transaction. At once: one statement
+ * that is its own transaction, for a batch decided beforehand. All take arrays (unnest), so a batch
+ * of one payment and a batch of 256 payments of many payers are the same statements with the same
+ * plans.
  */
 export interface StoredKey {
   api_key_id: string;
@@ -81,10 +83,11 @@ export interface IdempotencyRecord {
 }
 
 /**
- * Applies the accepted payments in one statement: each payer's one debit (still guarded: it must
- * cover the payer's total), each card's credit, the journal entries, their postings, the
- * idempotency records of the requests that carried a key (refused ones too), and the `card.payment` events with their
- * webhook deliveries (the outbox). Answers how many rows each part wrote.
+ * Applies the accepted payments in one statement of the batch's transaction, after `lockBatch`:
+ * each payer's one debit (still guarded: it must cover the payer's total), each card's credit, the
+ * journal entries, their postings, the idempotency records of the requests that carried a key
+ * (refused ones too), and the `card.payment` events with their webhook deliveries (the outbox).
+ * Answers how many rows each part wrote.
  */
 export async function applyPayments(
   tx: Tx,
@@ -97,13 +100,102 @@ export async function applyPayments(
   const result = await sql<{ debited: bigint; credited: bigint }>`
     with debit as (
       update ledger_accounts a set balance_cents = a.balance_cents - v.amount
-      from (select unnest(${[...perPayer.keys()]}::uuid[]) as id, unnest(${[...perPayer.values()].map(String)}::bigint[]) as amount) v
+      from ${amounts(perPayer)} v
       where a.id = v.id and a.balance_cents >= v.amount returning a.id),
-    credit as (
+    ${credit(perCard)},
+    ${entriesWithPostings(payments)},
+    ${keyRecords(records, sql``)},
+    ${eventsWithDeliveries(events)}
+    select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
+  const row = result.rows[0];
+  return {
+    debited: Number(row?.debited ?? 0),
+    payers: perPayer.size,
+    credited: Number(row?.credited ?? 0),
+    cards: perCard.size,
+  };
+}
+
+/** A batch decided before its locks are taken: every payment accepted, on the stated conditions. */
+export interface BatchAtOnce {
+  payments: AcceptedPayment[];
+  /** Every request that carried a key, with its 200. */
+  records: IdempotencyRecord[];
+  events: OutboxEvent[];
+  /**
+   * The balance each payer must have when its row is locked: its total in this batch plus what
+   * the batches sent before this one and still undecided may take (see the batcher).
+   */
+  guards: Map<string, bigint>;
+  /** The status each card's answer states; the card must still have it. */
+  statuses: Map<string, string>;
+}
+
+/**
+ * The whole batch as ONE statement, its own transaction (autocommit): no BEGIN, no COMMIT, and no
+ * reply to wait for while the payer rows are locked. The rows that contend for nothing (entries,
+ * postings, events and deliveries) are written first; then, in the order `lockBatch` takes them,
+ * the payer rows (locked in id order, then debited if they still hold their guard), the cards
+ * (still in the stated status) and the cards' balance rows (locked in id order, then credited);
+ * then the idempotency keys, which must all be new. The target list is evaluated left to right and
+ * each scalar subquery runs where it first appears, which is what orders these steps. Any check
+ * that fails raises EM001 (`emisor_require`, migration 0008) and the statement writes nothing.
+ * Answers each payer's balance after its debit.
+ */
+export async function applyPaymentsAtOnce(db: Db, batch: BatchAtOnce): Promise<Map<string, bigint>> {
+  const { payments, records, events, guards, statuses } = batch;
+  const perPayer = sumBy(payments, (p) => p.payerId);
+  const perCard = sumBy(payments, (p) => p.cardId);
+  const payerIds = [...perPayer.keys()];
+  const cardIds = [...perCard.keys()];
+  const result = await sql<{ balances: Array<{ id: string; balance: string }> }>`
+    with ${entriesWithPostings(payments)},
+    ${eventsWithDeliveries(events)},
+    payers as (select id from ledger_accounts where id = any(${payerIds}::uuid[]) order by id for update),
+    debit as (
+      update ledger_accounts a set balance_cents = a.balance_cents - v.amount
+      from (select unnest(${payerIds}::uuid[]) as id, unnest(${payerIds.map((id) => String(perPayer.get(id)))}::bigint[]) as amount,
+        unnest(${payerIds.map((id) => String(guards.get(id) ?? perPayer.get(id)))}::bigint[]) as guard) v
+      where a.id = v.id and a.balance_cents >= v.guard returning a.id, a.balance_cents),
+    payable as (
+      select c.id from cards c
+      join unnest(${cardIds}::uuid[], ${cardIds.map((id) => statuses.get(id) ?? "")}::text[]) as v(id, status)
+        on c.id = v.id and c.status = v.status
+      order by c.id for share of c),
+    card_accounts as (select id from ledger_accounts where id = any(${cardIds}::uuid[]) order by id for update),
+    ${credit(perCard)},
+    ${keyRecords(records, sql`on conflict do nothing`)}
+    select
+      (select count(*) from entries) + (select count(*) from postings)
+        + (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as written,
+      (select count(*) from payers) as locked,
+      emisor_require((select count(*) from debit) = ${payerIds.length}, 'a payer no longer covers the batch') as covered,
+      emisor_require((select count(*) from payable) = ${cardIds.length}, 'a card changed status') as payable,
+      (select count(*) from card_accounts) as card_accounts,
+      emisor_require((select count(*) from credit) = ${cardIds.length}, 'a card has no ledger account') as credited,
+      emisor_require((select count(*) from keys) = ${records.length}, 'an idempotency key is taken') as keyed,
+      (select json_agg(json_build_object('id', id, 'balance', balance_cents::text)) from debit) as balances`.execute(
+    db,
+  );
+  return new Map((result.rows[0]?.balances ?? []).map((b) => [b.id, BigInt(b.balance)]));
+}
+
+/** SQLSTATE of `emisor_require`: the statement's checks failed and it wrote nothing. */
+export const decisionRefused = "EM001";
+
+function amounts(sums: Map<string, bigint>) {
+  return sql`(select unnest(${[...sums.keys()]}::uuid[]) as id, unnest(${[...sums.values()].map(String)}::bigint[]) as amount)`;
+}
+
+function credit(perCard: Map<string, bigint>) {
+  return sql`credit as (
       update ledger_accounts a set balance_cents = a.balance_cents + v.amount
-      from (select unnest(${[...perCard.keys()]}::uuid[]) as id, unnest(${[...perCard.values()].map(String)}::bigint[]) as amount) v
-      where a.id = v.id returning a.id),
-    entries as (
+      from ${amounts(perCard)} v
+      where a.id = v.id returning a.id)`;
+}
+
+function entriesWithPostings(payments: AcceptedPayment[]) {
+  return sql`entries as (
       insert into journal_entries (id, kind, description, client_id, metadata)
       select id, 'CARD_PAYMENT', description, client_id, metadata
       from unnest(${payments.map((p) => p.entryId)}::uuid[], ${payments.map((p) => p.description)}::text[],
@@ -117,24 +209,19 @@ export async function applyPayments(
         ${payments.flatMap((p) => [p.payerId, p.cardId])}::uuid[],
         ${payments.flatMap((p) => [String(-p.amountCents), String(p.amountCents)])}::bigint[]
       ) as t(entry_id, account_id, amount)
-      returning id),
-    keys as (
+      returning id)`;
+}
+
+function keyRecords(records: IdempotencyRecord[], onConflict: ReturnType<typeof sql>) {
+  return sql`keys as (
       insert into idempotency_keys (api_key_id, key, request_hash, response_status, response_body)
       select api_key_id, key, request_hash, status, body from unnest(
         ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
         ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => r.status)}::int[],
         ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
       ) as t(api_key_id, key, request_hash, status, body)
-      returning key),
-    ${eventsWithDeliveries(events)}
-    select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
-  const row = result.rows[0];
-  return {
-    debited: Number(row?.debited ?? 0),
-    payers: perPayer.size,
-    credited: Number(row?.credited ?? 0),
-    cards: perCard.size,
-  };
+      ${onConflict}
+      returning key)`;
 }
 
 function sumBy(payments: AcceptedPayment[], keyOf: (p: AcceptedPayment) => string): Map<string, bigint> {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { Counter, type Registry } from "prom-client";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { sendResult } from "../../http/idempotency.ts";
@@ -8,8 +9,24 @@ import { PaymentBatcher } from "./batcher.ts";
 import { PaymentBody, PaymentData } from "./schemas.ts";
 import { payCard } from "./service.ts";
 
-export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const batcher = new PaymentBatcher(ctx.db);
+export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext, metrics: Registry): void {
+  const labelNames = ["form"] as const;
+  const batches = new Counter({
+    name: "emisor_payment_batches_total",
+    help: "Payment batches by how they were applied: at_once (one statement), under_lock (a transaction deciding each payment), fell_back (sent at once, checks failed, then applied under lock)",
+    labelNames,
+    registers: [metrics],
+  });
+  const payments = new Counter({
+    name: "emisor_payment_batch_payments_total",
+    help: "Payment requests in the batches of emisor_payment_batches_total, by the same form",
+    labelNames,
+    registers: [metrics],
+  });
+  const batcher = new PaymentBatcher(ctx.db, (form, size) => {
+    batches.inc({ form });
+    payments.inc({ form }, size);
+  });
   const cards = new CardCache();
   app.post<{ Body: Static<typeof PaymentBody> }>(
     "/v1/cards/payment",
