@@ -351,6 +351,24 @@ test("tenancy: a sub-client's cardholders are its parent's to see; nobody else's
   expectError(await register(child, cardholderBody({ client_id: parent.clientId })), 3101, 404);
   expectError(await register(parent.token, cardholderBody({ client_id: stranger.clientId })), 3101, 404);
   expectError(await register(parent.token, cardholderBody({ client_id: crypto.randomUUID() })), 3101, 404);
+
+  // Lookups by id that arrive together are read in one statement: each still gets its own
+  // caller's answer, found or 3201, in any mix.
+  const matrix = [forChild.id, ownByChild.id, parents.id, crypto.randomUUID()].flatMap((id) =>
+    [parent.token, child, stranger.token].map((token) => ({ id, token })),
+  );
+  const visible = (id: string, token: string) =>
+    token === parent.token
+      ? id !== matrix[9]?.id
+      : token === child
+        ? id === forChild.id || id === ownByChild.id
+        : false;
+  const answers = await Promise.all([...matrix, ...matrix].map(({ id, token }) => lookup(token, { id })));
+  answers.forEach((answer, i) => {
+    const { id, token } = matrix[i % matrix.length] ?? { id: "", token: "" };
+    if (visible(id, token)) assert.equal(expectOk(answer).cardholder.id, id);
+    else expectError(answer, 3201, 404);
+  });
 });
 
 test("no rfc, curp, email or phone reaches a log line, from a body or a query string", async () => {

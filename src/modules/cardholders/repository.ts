@@ -56,6 +56,8 @@ export interface CardholderFilter {
   mobile_phone?: string | undefined;
 }
 
+export type FoundCardholderRow = CardholderRow & { account_rows: AccountCardJson[] };
+
 /**
  * Cardholders of `callerId` or its descendants matching every given filter, oldest first, at
  * most `limit` (the caller asks for two to tell one match from several).
@@ -65,7 +67,7 @@ export async function findCardholders(
   callerId: string,
   filter: CardholderFilter,
   limit: number,
-): Promise<Array<CardholderRow & { account_rows: AccountCardJson[] }>> {
+): Promise<FoundCardholderRow[]> {
   let query = db
     .selectFrom("cardholders as h")
     .select(columns)
@@ -86,4 +88,40 @@ export async function findCardholders(
   if (filter.primary_phone !== undefined) query = query.where("h.primary_phone", "=", filter.primary_phone);
   if (filter.mobile_phone !== undefined) query = query.where("h.mobile_phone", "=", filter.mobile_phone);
   return query.orderBy("h.created_at").orderBy("h.id").limit(limit).execute();
+}
+
+/**
+ * Many lookups by id in one statement, each with its own caller's scope (the cardholder's client
+ * is the caller or a descendant of it). Answers, in the order asked, each lookup's cardholder or
+ * undefined.
+ */
+export async function findCardholdersByIds(
+  db: Queryable,
+  lookups: ReadonlyArray<{ callerId: string; id: string }>,
+): Promise<Array<FoundCardholderRow | undefined>> {
+  const asked = sql<{ id: string; caller: string; ord: string }>`(select
+      unnest(${lookups.map((l) => l.id)}::uuid[]) as id,
+      unnest(${lookups.map((l) => l.callerId)}::uuid[]) as caller,
+      generate_series(1, ${lookups.length}::int) as ord)`.as("v");
+  const rows = await db
+    .selectFrom(asked)
+    .innerJoin("cardholders as h", "h.id", "v.id")
+    .select(
+      columns.map((column) => (typeof column === "string" ? sql.ref(`h.${column}`).as(column) : column)),
+    )
+    .select(accountRowsJson("h.id").as("account_rows"))
+    .select("v.ord")
+    .where(({ exists, selectFrom }) =>
+      exists(
+        selectFrom("clients as c")
+          .select(sql`1`.as("one"))
+          .whereRef("c.id", "=", "h.client_id")
+          .where(sql<boolean>`v.caller = any(c.lineage)`),
+      ),
+    )
+    .execute();
+  const found: Array<FoundCardholderRow | undefined> = lookups.map(() => undefined);
+  for (const { ord, ...row } of rows as unknown as Array<FoundCardholderRow & { ord: number }>)
+    found[Number(ord) - 1] = row;
+  return found;
 }

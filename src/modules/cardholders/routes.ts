@@ -3,6 +3,7 @@ import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
+import { CardholderLookups } from "./lookups.ts";
 import {
   CardholderQuery,
   CreateCardholderBody,
@@ -13,6 +14,7 @@ import { createCardholder, findCardholder } from "./service.ts";
 
 /** POST /v1/cardholders (contract 4.2), GET /v1/cardholders and POST /v1/cardholders/search (4.3). */
 export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const lookups = new CardholderLookups(ctx.db);
   app.post<{ Body: CreateCardholderBody }>(
     "/v1/cardholders",
     {
@@ -44,7 +46,7 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
         response: responses(FoundCardholderData),
       },
     },
-    async (request) => ok(await findCardholder(ctx.db, request.caller, request.query)),
+    async (request) => ok(await findCardholder(ctx.db, lookups, request.caller, request.query)),
   );
 
   app.post<{ Body: CardholderQuery }>(
@@ -60,6 +62,6 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
         response: responses(FoundCardholderData),
       },
     },
-    async (request) => ok(await findCardholder(ctx.db, request.caller, request.body)),
+    async (request) => ok(await findCardholder(ctx.db, lookups, request.caller, request.body)),
   );
 }

@@ -14,6 +14,7 @@ import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { blankIdentityAllowance } from "../products/repository.ts";
 import { addressValues } from "../shared/address.ts";
+import type { CardholderLookups } from "./lookups.ts";
 import * as repo from "./repository.ts";
 import type { Account, Cardholder, CardholderQuery, CreateCardholderBody } from "./schemas.ts";
 
@@ -62,15 +63,21 @@ export async function createCardholder(
  */
 export async function findCardholder(
   db: Db,
+  lookups: CardholderLookups,
   caller: Caller,
   query: CardholderQuery,
 ): Promise<{ cardholder: Cardholder & { accounts: Account[] } }> {
-  const rows = await repo.findCardholders(
-    db,
-    caller.clientId,
-    { ...query, rfc: query.rfc?.toUpperCase(), curp: query.curp?.toUpperCase() },
-    2,
-  );
+  // By id alone (the common lookup), lookups arriving together share one statement.
+  const byIdAlone =
+    query.id !== undefined && Object.values(query).filter((v) => v !== undefined).length === 1;
+  const rows = byIdAlone
+    ? [await lookups.byId(caller.clientId, query.id ?? "")].flatMap((row) => (row ? [row] : []))
+    : await repo.findCardholders(
+        db,
+        caller.clientId,
+        { ...query, rfc: query.rfc?.toUpperCase(), curp: query.curp?.toUpperCase() },
+        2,
+      );
   const [row] = rows;
   if (!row) throw new AppError(errors.cardholderNotFound);
   if (rows.length > 1) throw new AppError(errors.cardholderLookupAmbiguous);
