@@ -61,11 +61,6 @@ export const limits = {
   pinAttemptsMax: 3,
   /** Payments of one payer applied in one transaction, at most. */
   paymentBatchMax: 256,
-  /**
-   * PostgreSQL connections of the payment batcher's own pool (two batches in flight, and as many
-   * falling back to a transaction).
-   */
-  paymentBatchConnections: 4,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */

@@ -24,13 +24,6 @@ export type Engine = "pglite" | "postgres";
 export interface Database {
   readonly engine: Engine;
   readonly db: Db;
-  /**
-   * The payment batcher's handle. On PostgreSQL its own few connections always use a prepared
-   * statement's generic plan: a batch statement's arrays change length every time, and with
-   * custom plans PostgreSQL planned it again at every execution (about 12% of the hot-account
-   * throughput, measured). Elsewhere the planner keeps choosing per execution. On PGlite, `db`.
-   */
-  readonly batchDb: Db;
   /** Runs a multi-statement SQL script inside the given transaction (migrations). */
   execScript(tx: Tx, script: string): Promise<void>;
   /** True when a trivial query answers within the timeout. */
@@ -81,7 +74,6 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
   return {
     engine: "pglite",
     db,
-    batchDb: db,
     // The transaction holds PGlite's only connection, so the raw handle runs inside it.
     execScript: async (_tx, script) => {
       await pglite.exec(script);
@@ -96,39 +88,9 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
 }
 
 async function openPostgres(databaseUrl: string, options: DatabaseOptions): Promise<Database> {
-  const names = new StatementNames(options.preparedStatements ?? limits.dbPreparedStatementsMax);
-  const db = postgresHandle(databaseUrl, options, names, { max: options.poolSize ?? 20 });
-  const batchDb = postgresHandle(databaseUrl, options, names, {
-    max: limits.paymentBatchConnections,
-    options: "-c plan_cache_mode=force_generic_plan",
-  });
-  return {
-    engine: "postgres",
-    db,
-    batchDb,
-    // With no parameters node-postgres uses the simple protocol, which allows several statements.
-    execScript: async (tx, script) => {
-      await sql.raw(script).execute(tx);
-    },
-    ping: async (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
-    dump: () => Promise.reject(new Error("dump is only available on PGlite")),
-    close: async () => {
-      await Promise.all([db.destroy(), batchDb.destroy()]);
-    },
-  };
-}
-
-/** A Kysely handle on its own pool of PostgreSQL connections. */
-function postgresHandle(
-  databaseUrl: string,
-  options: DatabaseOptions,
-  names: StatementNames,
-  pool: { max: number; options?: string },
-): Db {
-  const pgPool = new pg.Pool({
+  const pool = new pg.Pool({
     connectionString: databaseUrl,
-    max: pool.max,
-    ...(pool.options ? { options: pool.options } : {}),
+    max: options.poolSize ?? 20,
     connectionTimeoutMillis: limits.dbAcquireTimeoutMs,
     idleTimeoutMillis: 30_000,
     statement_timeout: limits.dbStatementTimeoutMs,
@@ -141,19 +103,35 @@ function postgresHandle(
       }) as typeof pg.types.getTypeParser,
     },
   });
-  pgPool.on("error", (error) => options.onPoolError?.(error));
+  pool.on("error", (error) => options.onPoolError?.(error));
   // pg-pool listens for errors only while a connection is idle. A connection lost while checked
   // out between two statements of a transaction (a server restart) would emit an unhandled
   // 'error' and kill the process; with this listener its next statement fails instead (503) and
   // the pool discards it on release.
-  pgPool.on("connect", (client) => {
+  pool.on("connect", (client) => {
     client.on("error", (error) => options.onPoolError?.(error));
   });
-  return new Kysely<Schema>({
+  const queryTimeoutMs = options.queryTimeoutMs ?? limits.dbQueryTimeoutMs;
+  const db = new Kysely<Schema>({
     dialect: new PostgresDialect({
-      pool: withQueryDeadline(pgPool, options.queryTimeoutMs ?? limits.dbQueryTimeoutMs, names),
+      pool: withQueryDeadline(
+        pool,
+        queryTimeoutMs,
+        new StatementNames(options.preparedStatements ?? limits.dbPreparedStatementsMax),
+      ),
     }),
   });
+  return {
+    engine: "postgres",
+    db,
+    // With no parameters node-postgres uses the simple protocol, which allows several statements.
+    execScript: async (tx, script) => {
+      await sql.raw(script).execute(tx);
+    },
+    ping: async (timeoutMs) => withTimeout(sql`select 1`.execute(db), timeoutMs),
+    dump: () => Promise.reject(new Error("dump is only available on PGlite")),
+    close: () => db.destroy(),
+  };
 }
 
 /**

@@ -23,7 +23,7 @@ export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext, met
     labelNames,
     registers: [metrics],
   });
-  const batcher = new PaymentBatcher(ctx.database.batchDb, (form, size) => {
+  const batcher = new PaymentBatcher(ctx.db, (form, size) => {
     batches.inc({ form });
     payments.inc({ form }, size);
   });
