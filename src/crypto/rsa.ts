@@ -77,6 +77,8 @@ export class SystemKey {
   readonly #modulusBytes: number;
   #cryptoKey: Promise<webcrypto.CryptoKey> | undefined;
 
+  readonly #slots = new Slots(limits.rsaDecryptsInFlight);
+
   constructor(publicKeyPem: string, privateKey: KeyObject) {
     this.publicKeyPem = publicKeyPem;
     this.#privateKey = privateKey;
@@ -94,12 +96,14 @@ export class SystemKey {
   }
 
   /**
-   * The same off the event loop: WebCrypto runs RSA on libuv's thread pool (every core, no extra
-   * V8 isolate), so a burst of ciphered card numbers never stalls other requests. What request
-   * handlers use.
+   * The same off the event loop: WebCrypto runs RSA on libuv's thread pool (no extra V8 isolate),
+   * so a burst of ciphered card numbers never stalls other requests. At most one decryption per
+   * core but one runs at a time (`limits.rsaDecryptsInFlight`): with one per pool thread (4) on two
+   * cores, the event loop itself waited for a core. What request handlers use.
    */
   async decryptAsync(text: string, field: string): Promise<Buffer> {
     const bytes = this.#ciphertext(text, field);
+    await this.#slots.take();
     this.#cryptoKey ??= webcrypto.subtle.importKey(
       "pkcs8",
       this.#privateKey.export({ format: "der", type: "pkcs8" }),
@@ -111,6 +115,8 @@ export class SystemKey {
       return Buffer.from(await webcrypto.subtle.decrypt({ name: "RSA-OAEP" }, await this.#cryptoKey, bytes));
     } catch {
       throw undecipherable(field);
+    } finally {
+      this.#slots.give();
     }
   }
 
@@ -161,4 +167,28 @@ function findSystemKey(db: Queryable) {
     .select(["public_key_pem", "private_key_sealed"])
     .where("id", "=", systemKeyId)
     .executeTakeFirst();
+}
+
+/** At most `size` holders at once; the others wait in arrival order. */
+class Slots {
+  #free: number;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  take(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#free++;
+  }
 }
