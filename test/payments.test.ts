@@ -445,7 +445,8 @@ test("a batch decided at once falls back under lock when what it was decided on 
   assert.equal(sixty.status === "fulfilled" && (sixty.value.body.data as Payment).card.status, "ACTIVE");
   assert.equal(thirty.status, "rejected");
   assert.equal(thirty.status === "rejected" && (thirty.reason as AppError).def?.code, 5401);
-  assert.deepEqual(forms, ["at_once", "fell_back", "under_lock", "fell_back", "under_lock"]);
+  // Both fell back (the order in which the two report it is not fixed; their outcomes are).
+  assert.deepEqual([...forms].sort(), ["at_once", "fell_back", "fell_back", "under_lock", "under_lock"]);
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 1_000n);
 
   // A key another process already answered: the statement finds it taken, and the payment under
