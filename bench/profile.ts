@@ -8,7 +8,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { load } from "./lib/load.ts";
+import { load, paymentBody } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -91,15 +91,7 @@ async function main(): Promise<void> {
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request: () => ({
-                body: JSON.stringify({
-                  card_number: cards[i++ % cards.length]?.id,
-                  amount: 1,
-                  payment_description: "profile",
-                  latitude: 19.4326,
-                  longitude: -99.1332,
-                }),
-              }),
+              request: () => ({ body: paymentBody(cards[i++ % cards.length]?.id ?? "") }),
             },
     );
     process.stdout.write(`${describeBatches((await server.metrics()).batches)}\n`);

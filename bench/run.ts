@@ -16,7 +16,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
-import { type LoadOptions, type LoadResult, load } from "./lib/load.ts";
+import { type LoadOptions, type LoadResult, load, paymentBody } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
@@ -180,14 +180,6 @@ async function ceilings(): Promise<Record<string, number>> {
 }
 
 const bbvaClabe = buildClabe("012", "180", 123456n);
-const paymentBody = (card: string) =>
-  JSON.stringify({
-    card_number: card,
-    amount: 1,
-    payment_description: "bench",
-    latitude: 19.4326,
-    longitude: -99.1332,
-  });
 
 /** What the load generator saw of a payment scenario (1.00 MXN each, warm-up included). */
 function seenOf(result: LoadResult, connections: number) {

@@ -77,3 +77,14 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
     ok2xxTotal: answered(warm) + answered(result),
   };
 }
+
+/** The body of one 1.00 MXN payment to `cardNumber` (a card UUID or a ciphered PAN), as every scenario sends it. */
+export function paymentBody(cardNumber: string): string {
+  return JSON.stringify({
+    card_number: cardNumber,
+    amount: 1,
+    payment_description: "bench",
+    latitude: 19.4326,
+    longitude: -99.1332,
+  });
+}

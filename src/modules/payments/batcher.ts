@@ -153,9 +153,10 @@ export class PaymentBatcher {
     earlier: Promise<void>,
     letNextStart: () => void,
   ): Promise<Outcome[]> {
-    const release = this.#reserve(requests);
+    const totals = totalsByPayer(requests);
+    const release = this.#reserve(totals);
     try {
-      const atOnce = this.#decideAtOnce(requests);
+      const atOnce = this.#decideAtOnce(requests, totals);
       if (atOnce) {
         const sent = repo.applyPaymentsAtOnce(this.#db, atOnce.batch);
         void earlier.then(letNextStart);
@@ -204,8 +205,7 @@ export class PaymentBatcher {
   }
 
   /** Counts the batch's totals as pending until it settles; answers the release. */
-  #reserve(requests: PaymentRequest[]): () => void {
-    const totals = totalsByPayer(requests);
+  #reserve(totals: Map<string, bigint>): () => void {
     for (const [payer, total] of totals) this.#pending.set(payer, (this.#pending.get(payer) ?? 0n) + total);
     return () => {
       for (const [payer, total] of totals) {
@@ -222,11 +222,14 @@ export class PaymentBatcher {
    * each card was last seen payable, and no key appears twice. A payer or card never seen is
    * assumed fine: the statement checks it.
    */
-  #decideAtOnce(requests: PaymentRequest[]): { batch: repo.BatchAtOnce; outcomes: Outcome[] } | undefined {
+  #decideAtOnce(
+    requests: PaymentRequest[],
+    totals: Map<string, bigint>,
+  ): { batch: repo.BatchAtOnce; outcomes: Outcome[] } | undefined {
     const keys = requests.flatMap((r) => (r.idempotency ? [keyOf(r.idempotency)] : []));
     if (new Set(keys).size !== keys.length) return undefined;
     const guards = new Map<string, bigint>();
-    for (const payer of totalsByPayer(requests).keys()) {
+    for (const payer of totals.keys()) {
       const pending = this.#pending.get(payer) ?? 0n;
       const known = this.#balances.get(payer);
       if (known !== undefined && known < pending) return undefined;
