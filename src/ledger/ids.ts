@@ -1,6 +1,9 @@
 import { randomFillSync } from "node:crypto";
 
 const bytes = Buffer.alloc(16);
+/** Random bytes drawn 4 KiB at a time (as Node's own randomUUID does): one draw per 409 ids. */
+const pool = Buffer.alloc(4096);
+let used = pool.length;
 
 /**
  * A time-ordered UUID (version 7, RFC 9562): 48 bits of Unix milliseconds, then 74 random bits.
@@ -11,7 +14,12 @@ const bytes = Buffer.alloc(16);
  * The id tells when the row was made, which its created_at says anyway.
  */
 export function timeOrderedUuid(now: number = Date.now()): string {
-  randomFillSync(bytes);
+  if (used + 10 > pool.length) {
+    randomFillSync(pool);
+    used = 0;
+  }
+  pool.copy(bytes, 6, used, used + 10);
+  used += 10;
   bytes.writeUIntBE(now, 0, 6);
   bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x70;
   bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
