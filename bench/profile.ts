@@ -8,6 +8,7 @@
  */
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import { load, paymentBody } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
@@ -66,6 +67,10 @@ async function main(): Promise<void> {
     const root = await seed.createTenantWithCli(env, server.url, "100000000.00");
     const cards = await seed.seedCards(server.url, root, 200, {});
     let i = 0;
+    let before: CpuSnapshot | undefined;
+    const measureCpu = () => {
+      before = cpuSnapshot(server.pid);
+    };
     const result = await load(
       scenario.startsWith("/")
         ? {
@@ -74,6 +79,7 @@ async function main(): Promise<void> {
             warmupSeconds: 1,
             seconds,
             headers: { authorization: `Bearer ${root.token}` },
+            onMeasureStart: measureCpu,
           }
         : scenario === "lookup"
           ? {
@@ -83,6 +89,7 @@ async function main(): Promise<void> {
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
               request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
+              onMeasureStart: measureCpu,
             }
           : {
               url: `${server.url}/v1/cards/payment`,
@@ -92,9 +99,12 @@ async function main(): Promise<void> {
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
               request: () => ({ body: paymentBody(cards[i++ % cards.length]?.id ?? "") }),
+              onMeasureStart: measureCpu,
             },
     );
+    const after = cpuSnapshot(server.pid);
     process.stdout.write(`${describeBatches((await server.metrics()).batches)}\n`);
+    if (before) process.stdout.write(`${describeCpu(before, after, result.measured, seconds)}\n`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const gauge = (name: string) =>
       Math.round(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 2 ** 20);

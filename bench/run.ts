@@ -16,6 +16,7 @@ import { cpus, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
+import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import { type LoadOptions, type LoadResult, load, paymentBody } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
@@ -114,12 +115,22 @@ async function scenario(
 ): Promise<LoadResult & { eventLoopP99Ms: number }> {
   const before = await server.metrics(); // starts a new event-loop histogram
   server.resetPeakRss();
-  const result = await load(options);
+  let cpuBefore: CpuSnapshot | undefined;
+  const result = await load({
+    ...options,
+    onMeasureStart: () => {
+      cpuBefore = cpuSnapshot(server.pid);
+      options.onMeasureStart?.();
+    },
+  });
+  const cpu = cpuBefore
+    ? describeCpu(cpuBefore, cpuSnapshot(server.pid), result.measured, options.seconds)
+    : "";
   const rss = server.peakRssMb();
   peakRss[engine] = Math.max(peakRss[engine], rss);
   const { eventLoopP99Ms, memory, batches } = await server.metrics();
   const batched = describeBatches(batches, before.batches);
-  const detail = `p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}, peak RSS ${rss} MB (${memory})${batched ? `; ${batched}` : ""}`;
+  const detail = `p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}, peak RSS ${rss} MB (${memory})${batched ? `; ${batched}` : ""}${cpu ? `; ${cpu}` : ""}`;
   if (result.non2xx > 0 || result.errors > 0)
     failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   process.stdout.write(`  ${figure}: ${result.rps} req/s, ${detail}\n`);
@@ -222,16 +233,23 @@ async function main(): Promise<void> {
 
   step(`seed: PostgreSQL database ${appDb}`);
   await pgs.create(appDb);
-  const env = emisorEnv({ DATABASE_URL: pgs.urlOf(appDb) });
-  const server = await ServerProcess.emisor(env);
   try {
-    await runScenarios(server, env, ceiling);
+    const env = emisorEnv({ DATABASE_URL: pgs.urlOf(appDb) });
+    const server = await ServerProcess.emisor(env);
+    try {
+      await runScenarios(server, env, ceiling);
+    } finally {
+      await server.stop();
+    }
   } finally {
-    await server.stop();
+    // Several GB after a full run: never left behind, whatever happened.
+    if (mode !== "smoke") {
+      await pgs.drop(appDb);
+      process.stdout.write(`dropped database ${appDb}\n`);
+    }
   }
   await pgliteScenario();
   report();
-  if (mode !== "smoke") await pgs.drop(appDb);
 }
 
 async function runScenarios(

@@ -9,6 +9,8 @@ export interface LoadResult {
   errors: number;
   /** 2xx answers, warm-up included: what a money scenario must find in the books. */
   ok2xxTotal: number;
+  /** Requests answered in the measured part (after the warm-up). */
+  measured: number;
 }
 
 export interface LoadOptions {
@@ -24,6 +26,8 @@ export interface LoadOptions {
     headers?: Record<string, string>;
     path?: string;
   };
+  /** Called once the warm-up is over, as the measured part starts. */
+  onMeasureStart?: () => void;
   /** Sees each answer's status with its connection's context (e.g. to count 2xx per payer). */
   onResponse?: (status: number, context: Record<string, unknown>) => void;
 }
@@ -66,6 +70,7 @@ function run(options: LoadOptions, seconds: number): Promise<autocannon.Result> 
 
 export async function load(options: LoadOptions): Promise<LoadResult> {
   const warm = options.warmupSeconds > 0 ? await run(options, options.warmupSeconds) : undefined;
+  options.onMeasureStart?.();
   const result = await run(options, options.seconds);
   const answered = (r: autocannon.Result | undefined) => (r ? r["2xx"] : 0);
   return {
@@ -75,6 +80,7 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
     ok2xxTotal: answered(warm) + answered(result),
+    measured: result.requests.total,
   };
 }
 
