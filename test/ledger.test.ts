@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
+import { sql } from "kysely";
 import { systemAccounts } from "../src/ledger/accounts.ts";
+import { timeOrderedUuid } from "../src/ledger/ids.ts";
 import {
   AlreadyReversedError,
   balanceOf,
@@ -88,6 +90,70 @@ test("the database itself refuses a negative protected balance", async () => {
     t.ctx.db.updateTable("ledger_accounts").set({ balance_cents: -1n }).where("id", "=", a).execute(),
     (error: { code?: string }) => error.code === "23514",
   );
+});
+
+test("the database refuses entries, postings and events that name rows that do not exist, checked once per statement", async () => {
+  const [a = ""] = await newClientAccounts(1);
+  const missing = randomUUID();
+  const refused = (error: { code?: string }) => error.code === "23503";
+  const entry = async (clientId: string | null) => {
+    const id = timeOrderedUuid();
+    await t.ctx.db.insertInto("journal_entries").values({ id, kind: "TEST", client_id: clientId }).execute();
+    return id;
+  };
+  await assert.rejects(entry(missing), refused);
+  const entryId = await entry(a);
+  // Two rows in one statement, one of them naming a missing account or entry: all is refused.
+  for (const bad of [
+    { entry_id: entryId, account_id: missing },
+    { entry_id: missing, account_id: a },
+  ]) {
+    await assert.rejects(
+      t.ctx.db
+        .insertInto("postings")
+        .values([
+          { entry_id: entryId, account_id: a, amount_cents: 5n },
+          { ...bad, amount_cents: -5n },
+        ])
+        .execute(),
+      refused,
+    );
+  }
+  await assert.rejects(
+    t.ctx.db
+      .insertInto("events")
+      .values({ id: randomUUID(), type: "client.created", client_id: missing, data: "{}" })
+      .execute(),
+    refused,
+  );
+  const postings = await t.ctx.db
+    .selectFrom("postings")
+    .select("id")
+    .where("entry_id", "=", entryId)
+    .execute();
+  assert.equal(postings.length, 0);
+});
+
+test("clients, ledger accounts and journal entries are never deleted, truncated or renumbered", async () => {
+  const [a = ""] = await newClientAccounts(1);
+  const entryId = timeOrderedUuid();
+  await t.ctx.db.insertInto("journal_entries").values({ id: entryId, kind: "TEST", client_id: a }).execute();
+  const refused = (error: { code?: string }) => error.code === "23503";
+  for (const [table, id] of [
+    ["clients", a],
+    ["ledger_accounts", a],
+    ["journal_entries", entryId],
+  ] as const) {
+    await assert.rejects(t.ctx.db.deleteFrom(table).where("id", "=", id).execute(), refused, table);
+    await assert.rejects(
+      t.ctx.db.updateTable(table).set({ id: randomUUID() }).where("id", "=", id).execute(),
+      refused,
+      table,
+    );
+    await assert.rejects(sql`truncate ${sql.table(table)} cascade`.execute(t.ctx.db), refused, table);
+  }
+  const kept = await t.ctx.db.selectFrom("clients").select("id").where("id", "=", a).execute();
+  assert.equal(kept.length, 1);
 });
 
 test("a reversal mirrors the entry once; a second reversal is refused", async () => {
