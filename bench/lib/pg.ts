@@ -33,6 +33,10 @@ export class Postgres {
     options: { bulk?: boolean } = {},
   ): Promise<T[]> {
     const client = new pg.Client({ connectionString: this.urlOf(database) });
+    // A connection lost between statements (the bank test restarts PostgreSQL on purpose) is
+    // emitted as an 'error' event, which unheard would end the process; the pending or next call
+    // rejects with it anyway, so the caller sees the failure.
+    client.on("error", () => {});
     await client.connect();
     try {
       if (options.bulk) await client.query("set session_replication_role = replica").catch(() => {});
