@@ -1,6 +1,7 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|lookup|/v1/any/get/path] [seconds] [connections]
+ *   npm run build && node --import tsx bench/profile.ts [payment|ciphered|lookup|/v1/any/get/path] [seconds] [connections]
+ * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does.)
  * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
@@ -12,7 +13,7 @@ import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import { load, paymentBody } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
-import { describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
+import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
 
 const scenario = process.argv[2] ?? "payment";
 const seconds = Number(process.argv[3] ?? 10);
@@ -66,10 +67,15 @@ async function main(): Promise<void> {
   try {
     const root = await seed.createTenantWithCli(env, server.url, "100000000.00");
     const cards = await seed.seedCards(server.url, root, 200, {});
+    const numbers =
+      scenario === "ciphered"
+        ? await seed.cipheredPans(pgs, database, benchMasterKey, await seed.systemPublicKey(pgs, database), cards)
+        : cards.map((card) => card.id);
     let i = 0;
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
       before = cpuSnapshot(server.pid);
+      void server.metrics(); // reading the metrics starts a new event-loop delay histogram
     };
     const result = await load(
       scenario.startsWith("/")
@@ -98,12 +104,13 @@ async function main(): Promise<void> {
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request: () => ({ body: paymentBody(cards[i++ % cards.length]?.id ?? "") }),
+              request: () => ({ body: paymentBody(numbers[i++ % numbers.length] ?? "") }),
               onMeasureStart: measureCpu,
             },
     );
     const after = cpuSnapshot(server.pid);
-    process.stdout.write(`${describeBatches((await server.metrics()).batches)}\n`);
+    const { batches, eventLoopP99Ms } = await server.metrics();
+    process.stdout.write(`${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`);
     if (before) process.stdout.write(`${describeCpu(before, after, result.measured, seconds)}\n`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const gauge = (name: string) =>

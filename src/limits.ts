@@ -1,4 +1,3 @@
-import { availableParallelism } from "node:os";
 /**
  * Every bound Emisor enforces, in one place. Units and qualifiers go last in the name.
  * Changing a number here changes behaviour everywhere it is used, and the README quotes them.
@@ -39,11 +38,14 @@ export const limits = {
   rsaKeyBitsMin: 2048,
   rsaKeyBitsMax: 8192,
   /**
-   * RSA decryptions running at once (on libuv's pool), the rest queued: one core is left to the
-   * event loop. With 4 (the pool's size) on 2 cores, event-loop delay p99 during ciphered
-   * payments was 16.2 ms; with 1, 13.5 ms, and as many payments per second (quick bench).
+   * RSA decryptions running at once on libuv's pool (as many as it has threads: UV_THREADPOOL_SIZE,
+   * default 4), the rest queued here in arrival order, so a scrypt check (login, PIN) or a file
+   * read waits behind at most the ones running, never behind a burst. One at a time (the earlier
+   * choice, to leave a core to the event loop) let deciphered payments trickle into the batcher:
+   * batches of 2 and 1,359-1,393 ciphered payments/s in `bench/profile.ts ciphered 10 64`, against
+   * batches of 5-6 and 2,164-2,267/s with four; event-loop delay p99 12.3-12.6 against 13.7-13.9 ms.
    */
-  rsaDecryptsInFlight: Math.max(1, availableParallelism() - 1),
+  rsaDecryptsInFlight: Math.max(1, Number(process.env.UV_THREADPOOL_SIZE) || 4),
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,

@@ -97,9 +97,9 @@ export class SystemKey {
 
   /**
    * The same off the event loop: WebCrypto runs RSA on libuv's thread pool (no extra V8 isolate),
-   * so a burst of ciphered card numbers never stalls other requests. At most one decryption per
-   * core but one runs at a time (`limits.rsaDecryptsInFlight`): with one per pool thread (4) on two
-   * cores, the event loop itself waited for a core. What request handlers use.
+   * so a burst of ciphered card numbers never stalls other requests. One per pool thread runs at
+   * a time and the rest wait here in arrival order (`limits.rsaDecryptsInFlight`), so other users
+   * of the pool (scrypt, files) never queue behind a burst. What request handlers use.
    */
   async decryptAsync(text: string, field: string): Promise<Buffer> {
     const bytes = this.#ciphertext(text, field);
