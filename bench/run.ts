@@ -167,12 +167,21 @@ async function ceilings(): Promise<Record<string, number>> {
     {},
     /listening on (\S+)/,
   );
+  let fastifyCpuBefore: CpuSnapshot | undefined;
   const fastify = await load({
     url: `${ceiling.url}/`,
     connections: 64,
     warmupSeconds: size.warmup,
     seconds: size.seconds,
+    onMeasureStart: () => {
+      fastifyCpuBefore = cpuSnapshot(ceiling.pid);
+    },
   });
+  // What the bare HTTP path costs, to set against a route's own CPU per request.
+  if (fastifyCpuBefore)
+    process.stdout.write(
+      `  Fastify constant route: ${describeCpu(fastifyCpuBefore, cpuSnapshot(ceiling.pid), fastify.measured, size.seconds)}\n`,
+    );
   await ceiling.stop();
   record({
     key: "fastify_constant_rps",
