@@ -69,7 +69,13 @@ async function main(): Promise<void> {
     const cards = await seed.seedCards(server.url, root, 200, {});
     const numbers =
       scenario === "ciphered"
-        ? await seed.cipheredPans(pgs, database, benchMasterKey, await seed.systemPublicKey(pgs, database), cards)
+        ? await seed.cipheredPans(
+            pgs,
+            database,
+            benchMasterKey,
+            await seed.systemPublicKey(pgs, database),
+            cards,
+          )
         : cards.map((card) => card.id);
     let i = 0;
     let before: CpuSnapshot | undefined;
@@ -110,7 +116,9 @@ async function main(): Promise<void> {
     );
     const after = cpuSnapshot(server.pid);
     const { batches, eventLoopP99Ms } = await server.metrics();
-    process.stdout.write(`${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`);
+    process.stdout.write(
+      `${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`,
+    );
     if (before) process.stdout.write(`${describeCpu(before, after, result.measured, seconds)}\n`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const gauge = (name: string) =>
