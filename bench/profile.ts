@@ -1,7 +1,8 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|ciphered|lookup|/v1/any/get/path] [seconds] [connections]
- * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does.)
+ *   npm run build && node --import tsx bench/profile.ts [payment|ciphered|distinct|lookup|/v1/any/get/path] [seconds] [connections]
+ * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
+ * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection.)
  * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
@@ -10,7 +11,7 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { load, paymentBody } from "./lib/load.ts";
+import { distinctPayerRequests, load, paymentBody } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -77,6 +78,14 @@ async function main(): Promise<void> {
             cards,
           )
         : cards.map((card) => card.id);
+    let distinct: ReturnType<typeof distinctPayerRequests> | undefined;
+    if (scenario === "distinct") {
+      const clients = await seed.seedSubclients(server.url, root, 64, 100_000);
+      const theirs = await seed.seedCards(server.url, root, 64 * 8, {
+        forClients: clients.map((c) => c.clientId),
+      });
+      distinct = distinctPayerRequests(clients, theirs);
+    }
     let i = 0;
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
@@ -110,7 +119,7 @@ async function main(): Promise<void> {
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request: () => ({ body: paymentBody(numbers[i++ % numbers.length] ?? "") }),
+              request: distinct ?? (() => ({ body: paymentBody(numbers[i++ % numbers.length] ?? "") })),
               onMeasureStart: measureCpu,
             },
     );

@@ -17,7 +17,7 @@ import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { type LoadOptions, type LoadResult, load, paymentBody } from "./lib/load.ts";
+import { distinctPayerRequests, type LoadOptions, type LoadResult, load, paymentBody } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
@@ -367,32 +367,13 @@ async function distinctClients(
     appDb,
     clients.map((x) => x.clientId),
   );
-  const cardsOf = new Map(
-    clients.map((x) => [
-      x.clientId,
-      cards.filter((card) => card.ownerClientId === x.clientId).map((card) => card.id),
-    ]),
-  );
-  let next = 0;
-  const owner = (context: Record<string, unknown>) => {
-    context.client ??= clients[next++ % clients.length];
-    return context.client as seed.Client;
-  };
   const result = await scenario(server, "payment, distinct clients", {
     url: `${server.url}/v1/cards/payment`,
     method: "POST",
     connections: 64,
     warmupSeconds: size.warmup,
     seconds: size.seconds,
-    request: (context) => {
-      const client = owner(context);
-      const mine = cardsOf.get(client.clientId) ?? [];
-      context.i = ((context.i as number | undefined) ?? 0) + 1;
-      return {
-        headers: { authorization: `Bearer ${client.token}` },
-        body: paymentBody(mine[(context.i as number) % mine.length] ?? ""),
-      };
-    },
+    request: distinctPayerRequests(clients, cards),
   });
   await checkBooks(pgs, appDb, since, start, seenOf(result, 64));
   await pgs.sql(appDb, "vacuum analyze");

@@ -1,4 +1,5 @@
 import autocannon from "autocannon";
+import type { Client, SeededCard } from "./seed.ts";
 
 /** One autocannon run: throughput, latency and answers, after a warm-up of the same load. */
 export interface LoadResult {
@@ -93,4 +94,31 @@ export function paymentBody(cardNumber: string): string {
     latitude: 19.4326,
     longitude: -99.1332,
   });
+}
+
+/**
+ * Requests of many clients each paying its own cards: every connection is one client for the whole
+ * run (round robin over `clients`), paying that client's cards in turn with its own token.
+ */
+export function distinctPayerRequests(
+  clients: Client[],
+  cards: SeededCard[],
+): (context: Record<string, unknown>) => { headers: Record<string, string>; body: string } {
+  const cardsOf = new Map(
+    clients.map((x) => [
+      x.clientId,
+      cards.filter((card) => card.ownerClientId === x.clientId).map((card) => card.id),
+    ]),
+  );
+  let next = 0;
+  return (context) => {
+    context.client ??= clients[next++ % clients.length];
+    const client = context.client as Client;
+    const mine = cardsOf.get(client.clientId) ?? [];
+    context.i = ((context.i as number | undefined) ?? 0) + 1;
+    return {
+      headers: { authorization: `Bearer ${client.token}` },
+      body: paymentBody(mine[(context.i as number) % mine.length] ?? ""),
+    };
+  };
 }
