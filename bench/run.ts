@@ -251,11 +251,10 @@ async function main(): Promise<void> {
       await server.stop();
     }
   } finally {
-    // Several GB after a full run: never left behind, whatever happened.
-    if (mode !== "smoke") {
-      await pgs.drop(appDb);
-      process.stdout.write(`dropped database ${appDb}\n`);
-    }
+    // Several GB after a full run, and one more per CI run for a smoke run: never left behind,
+    // whatever happened.
+    await pgs.drop(appDb);
+    process.stdout.write(`dropped database ${appDb}\n`);
   }
   await pgliteScenario();
   report();

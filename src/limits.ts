@@ -44,8 +44,9 @@ export const limits = {
    * choice, to leave a core to the event loop) let deciphered payments trickle into the batcher:
    * batches of 2 and 1,359-1,393 ciphered payments/s in `bench/profile.ts ciphered 10 64`, against
    * batches of 5-6 and 2,164-2,267/s with four; event-loop delay p99 12.3-12.6 against 13.7-13.9 ms.
+   * Clamped to libuv's own range (1-1024): each slot is allocated at start.
    */
-  rsaDecryptsInFlight: Math.max(1, Number(process.env.UV_THREADPOOL_SIZE) || 4),
+  rsaDecryptsInFlight: Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,
