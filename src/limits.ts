@@ -26,6 +26,8 @@ export const limits = {
   /** Failed logins of one API key before it is locked, and for how long. */
   loginFailuresPerKeyMax: 10,
   loginLockSeconds: 30 * 60,
+  /** Bearer tokens whose signature a process remembers having checked (the oldest is forgotten). */
+  verifiedTokensMax: 10_000,
   /**
    * The embedded engine's buffer cache. PGlite's default (128MB) sits inside the service's own
    * memory; its data files are real files, so the operating system caches them anyway.
