@@ -119,7 +119,16 @@ async function main(): Promise<void> {
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request: distinct ?? (() => ({ body: paymentBody(numbers[i++ % numbers.length] ?? "") })),
+              request:
+                distinct ??
+                (() => {
+                  const n = i++;
+                  const body = paymentBody(numbers[n % numbers.length] ?? "");
+                  // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
+                  return scenario === "keyed"
+                    ? { body, headers: { "idempotency-key": `pay-${n}` } }
+                    : { body };
+                }),
               onMeasureStart: measureCpu,
             },
     );

@@ -206,18 +206,22 @@ function seenOf(result: LoadResult, connections: number) {
   return { ok2xx: result.ok2xxTotal, connections, runs: size.warmup > 0 ? 2 : 1, amountCents: 100n };
 }
 
-/** Hot-account payments at `connections`, with the books checked afterwards. */
+/**
+ * Hot-account payments at `connections`, with the books checked afterwards. `keyed`: each payment
+ * with an Idempotency-Key of its own, as an integrator retrying safely sends them.
+ */
 async function hotPayments(
   server: ServerProcess,
   root: seed.Client,
   cards: string[],
   connections: number,
   figure: string,
-  database = appDb,
+  { keyed = false } = {},
 ): Promise<LoadResult> {
-  const since = await postingsWatermark(pgs, database);
-  const [start = 0n] = [...(await balancesOf(pgs, database, [root.clientId])).values()];
+  const since = await postingsWatermark(pgs, appDb);
+  const [start = 0n] = [...(await balancesOf(pgs, appDb, [root.clientId])).values()];
   let i = 0;
+  const run = `${figure.replace(/\W+/g, "-")}-${Date.now()}`;
   const result = await scenario(server, figure, {
     url: `${server.url}/v1/cards/payment`,
     method: "POST",
@@ -225,10 +229,14 @@ async function hotPayments(
     warmupSeconds: size.warmup,
     seconds: size.seconds,
     headers: { authorization: `Bearer ${root.token}` },
-    request: () => ({ body: paymentBody(cards[i++ % cards.length] ?? "") }),
+    request: () => {
+      const n = i++;
+      const body = paymentBody(cards[n % cards.length] ?? "");
+      return keyed ? { body, headers: { "idempotency-key": `${run}-${n}` } } : { body };
+    },
   });
-  await checkBooks(pgs, database, since, new Map([[root.clientId, start]]), seenOf(result, connections));
-  await pgs.sql(database, "vacuum analyze");
+  await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, connections));
+  await pgs.sql(appDb, "vacuum analyze");
   return result;
 }
 
@@ -344,6 +352,18 @@ async function runScenarios(
     unit: "x",
     target: ">= 1.0 (stretch 1.3)",
     pass: hotRatio >= 1.0,
+  });
+
+  const keyed = await hotPayments(server, root, hotIds, 64, "payment, hot account, with Idempotency-Key", {
+    keyed: true,
+  });
+  record({
+    key: "payment_hot_64_keyed_rps",
+    figure: "payment, hot account, each with its own Idempotency-Key (64 connections)",
+    value: keyed.rps,
+    unit: "req/s",
+    ceiling: hot64.rps,
+    ratio: ratio(keyed.rps, hot64.rps),
   });
 
   await distinctClients(server, clients, clientCards, ceiling);

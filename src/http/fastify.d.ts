@@ -16,6 +16,12 @@ declare module "fastify" {
     auth?: boolean;
     /** true: the route honours Idempotency-Key. */
     idempotent?: boolean;
+    /**
+     * true: the route's own work finds a stored answer for the key, under the locks it takes
+     * anyway (payments: the batcher), so the hook only checks the key and fingerprints the
+     * request, and a first attempt costs no lookup of its own.
+     */
+    replaysUnderLock?: boolean;
     /** true: the route counts against the per-API-key rate limit. */
     rateLimited?: boolean;
   }

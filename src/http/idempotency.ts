@@ -9,7 +9,8 @@ const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax
 /**
  * Routes marked `config: { idempotent: true }` accept an `Idempotency-Key` header. This hook
  * validates it, fingerprints the request, and answers a repeated key at once from the store
- * (the service still guards the race inside its transaction: see db/idempotency.ts).
+ * (the service still guards the race inside its transaction: see db/idempotency.ts), except on
+ * routes marked `replaysUnderLock`, whose work finds the stored answer itself.
  */
 export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffer): void {
   app.addHook("preHandler", async (request, reply) => {
@@ -23,6 +24,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
       key: header,
       requestHash: requestHash(hashKey, request.method, request.url.split("?")[0] ?? "", request.body),
     };
+    if (request.routeOptions.config.replaysUnderLock) return;
     const stored = await findStoredResponse(db, request.idempotency);
     if (stored) return sendResult(reply, stored);
   });

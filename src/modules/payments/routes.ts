@@ -31,7 +31,9 @@ export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext, met
   app.post<{ Body: Static<typeof PaymentBody> }>(
     "/v1/cards/payment",
     {
-      config: { idempotent: true, rateLimited: true },
+      // A payment's key is checked in its batch, under the payer's lock: a lookup before it would
+      // be a statement per payment (with keys: 3,390 against 7,769 payments/s without).
+      config: { idempotent: true, replaysUnderLock: true, rateLimited: true },
       schema: {
         tags: ["payments"],
         summary: "Pay an amount onto a card from your main balance (contract 4.6)",
