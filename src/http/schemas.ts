@@ -1,4 +1,4 @@
-import { type TSchema, Type } from "typebox";
+import { type Static, type TSchema, Type } from "typebox";
 import { limits } from "../limits.ts";
 import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 
@@ -67,6 +67,19 @@ export const DateString = (description?: string) =>
     "x-message": "must be a real date YYYY-MM-DD",
     ...(description ? { description } : {}),
   });
+
+/**
+ * A response value that may be null, as one schema with a list of types (`["string", "null"]`;
+ * OpenAPI 3.1). fast-json-stringify serializes a union (`anyOf`) by running a validator per
+ * branch on every value, formats included; a list of types is a `typeof` test.
+ */
+export function OrNull<T extends TSchema & { type: string }>(
+  schema: T,
+  options: { description?: string } = {},
+) {
+  const { type, ...rest } = schema as { type: string } & Record<string, unknown>;
+  return Type.Unsafe<Static<T> | null>({ ...rest, ...options, type: [type, "null"] });
+}
 
 export const PageQuery = {
   page: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.pageNumberMax, default: 1 })),

@@ -1,9 +1,9 @@
 import { type Static, Type } from "typebox";
-import { Digits, Email, Text } from "../../http/schemas.ts";
+import { Digits, Email, OrNull, Text } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 
 const KeyValue = Type.Object({ key: Type.String(), value: Type.String() });
-const NullableString = Type.Union([Type.String(), Type.Null()]);
+const NullableString = OrNull(Type.String());
 
 /** Contract 2.6. */
 export const Product = Type.Object({

@@ -1,4 +1,5 @@
 import { Type } from "typebox";
+import { OrNull } from "../../http/schemas.ts";
 
 export const LoginBody = Type.Object(
   {
@@ -18,7 +19,7 @@ export const ClientSummary = Type.Object({
   code: Type.String(),
   name: Type.String(),
   alias: Type.String(),
-  email: Type.Union([Type.String(), Type.Null()]),
+  email: OrNull(Type.String()),
   available: Type.Number({ description: "Main balance, MXN" }),
   balance: Type.Number({
     description: "Equal to available: Emisor holds no pending amounts on a main balance",

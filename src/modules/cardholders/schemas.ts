@@ -1,5 +1,5 @@
 import { type Static, Type } from "typebox";
-import { DateString, Digits, Email, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import { DateString, Digits, Email, OrNull, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
 import { AddressFields } from "../clients/schemas.ts";
 
@@ -62,8 +62,8 @@ export const CardholderQuery = Type.Object(
 );
 export type CardholderQuery = Static<typeof CardholderQuery>;
 
-const NullableString = Type.Union([Type.String(), Type.Null()]);
-const NullableNumber = Type.Union([Type.Number(), Type.Null()]);
+const NullableString = OrNull(Type.String());
+const NullableNumber = OrNull(Type.Number());
 
 /** Contract 2.2, in its response spelling (external_/internal_street_number). */
 const Address = Type.Object({
@@ -87,10 +87,8 @@ export const Cardholder = Type.Object({
   surname: Type.String(),
   second_surname: Type.String(),
   work_area: NullableString,
-  rfc: Type.Union([Type.String(), Type.Null()], { description: "null only when a product allowed it blank" }),
-  curp: Type.Union([Type.String(), Type.Null()], {
-    description: "null only when a product allowed it blank",
-  }),
+  rfc: OrNull(Type.String({ description: "null only when a product allowed it blank" })),
+  curp: OrNull(Type.String({ description: "null only when a product allowed it blank" })),
   email: Type.String(),
   primary_phone: Type.String(),
   mobile_phone: Type.String(),
@@ -126,7 +124,7 @@ export const Account = Type.Object({
   id: Type.String({ format: "uuid" }),
   account_number: Type.Number(),
   creation_date: Type.String({ format: "date-time" }),
-  activation_date: Type.Union([Type.String({ format: "date-time" }), Type.Null()]),
+  activation_date: OrNull(Type.String({ format: "date-time" })),
   assigned_by: Type.String({ format: "uuid" }),
   status: Type.String(),
   document: Type.Object({ type: Type.String(), number: Type.String() }),

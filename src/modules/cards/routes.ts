@@ -3,7 +3,7 @@ import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, OrNull, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   ActivateBody,
@@ -73,8 +73,8 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
           Type.Object({
             card: CardSummary,
             previous_status: Type.String(),
-            reason: Type.Union([Type.String(), Type.Null()]),
-            cancellation_timestamp: Type.Union([Type.String(), Type.Null()]),
+            reason: OrNull(Type.String()),
+            cancellation_timestamp: OrNull(Type.String()),
           }),
         ),
       },

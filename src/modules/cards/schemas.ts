@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { Digits, Latitude, Longitude, PageQuery, Text, Uuid } from "../../http/schemas.ts";
+import { Digits, Latitude, Longitude, OrNull, PageQuery, Text, Uuid } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { catalogKeys, type catalogs } from "../catalogs/data.ts";
 
@@ -60,8 +60,8 @@ export const AssignCardData = Type.Object({
   }),
   account: Type.Object({
     id: Type.String(),
-    reference: Type.Union([Type.String(), Type.Null()]),
-    clabe: Type.Union([Type.String(), Type.Null()]),
+    reference: OrNull(Type.String()),
+    clabe: OrNull(Type.String()),
     assignation_timestamp: Type.String(),
   }),
   product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
@@ -121,9 +121,9 @@ export const CardDetail = Type.Object({
     cardholder_id: Type.String(),
     account: Type.Object({ id: Type.String(), reference: Type.String() }),
     assignation_date: Type.String(),
-    activation_date: Type.Union([Type.String(), Type.Null()]),
-    cancellation_timestamp: Type.Union([Type.String(), Type.Null()]),
-    status_reason: Type.Union([Type.String(), Type.Null()]),
+    activation_date: OrNull(Type.String()),
+    cancellation_timestamp: OrNull(Type.String()),
+    status_reason: OrNull(Type.String()),
     pin_set: Type.Boolean(),
     pin_locked: Type.Boolean(),
   }),
@@ -139,7 +139,7 @@ export const MovementsData = Type.Object({
         type: Type.String({ description: "CREDIT or DEBIT" }),
         kind: Type.String(),
         amount: Type.Number(),
-        description: Type.Union([Type.String(), Type.Null()]),
+        description: OrNull(Type.String()),
         created_at: Type.String(),
       }),
     ),

@@ -1,5 +1,14 @@
 import { type Static, Type } from "typebox";
-import { Digits, DigitsBetween, Email, PageQuery, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import {
+  Digits,
+  DigitsBetween,
+  Email,
+  OrNull,
+  PageQuery,
+  PesosOrZero,
+  Text,
+  Uuid,
+} from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
 
@@ -83,12 +92,12 @@ export const SubclientData = Type.Object({
 /** A client as GET /v1/clients and GET /v1/clients/{id} show it. */
 export const ClientView = Type.Object({
   id: Type.String({ format: "uuid" }),
-  parent_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()]),
+  parent_id: OrNull(Type.String({ format: "uuid" })),
   code: Type.String(),
   name: Type.String(),
   alias: Type.String(),
-  rfc: Type.Union([Type.String(), Type.Null()]),
-  email: Type.Union([Type.String(), Type.Null()]),
+  rfc: OrNull(Type.String()),
+  email: OrNull(Type.String()),
   status: Type.String(),
   available: Type.Number({ description: "Main balance, MXN" }),
   min_balance: Type.Number({

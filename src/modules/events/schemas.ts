@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { Uuid } from "../../http/schemas.ts";
+import { OrNull, Uuid } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { eventTypes, testEventType } from "./outbox.ts";
 
@@ -55,7 +55,7 @@ export const ListEventsQuery = Type.Object(
 export const EventListData = Type.Object({
   events: Type.Array(EventSchema, { description: "In the order they were written" }),
   has_more: Type.Boolean({ description: "More events match after this page" }),
-  next_cursor: Type.Union([Type.String(), Type.Null()], {
+  next_cursor: OrNull(Type.String(), {
     description:
       "Pass as `after` for the next page, or later for what came since; null when nothing was seen yet",
   }),

@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { PageQuery, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import { OrNull, PageQuery, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 
 const CodeValue = Type.Object({ key: Type.String(), value: Type.String() });
@@ -10,7 +10,7 @@ export const Product = Type.Object({
   code: Type.String(),
   name: Type.String(),
   description: Type.String(),
-  country: Type.Object({ code: Type.String(), description: Type.Union([Type.String(), Type.Null()]) }),
+  country: Type.Object({ code: Type.String(), description: OrNull(Type.String()) }),
   coin: Type.Object({ code: Type.String(), description: Type.String() }),
   type: CodeValue,
   status: CodeValue,

@@ -1,14 +1,14 @@
 import { type Static, Type } from "typebox";
 import { isRealDate, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
-import { DateString, Digits, DigitsBetween, PageQuery, Pesos, Text } from "../../http/schemas.ts";
+import { DateString, Digits, DigitsBetween, OrNull, PageQuery, Pesos, Text } from "../../http/schemas.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { Abono } from "./service.ts";
 
 /** TypeBox schemas of the SPEI routes, and the normalization of the rail's payloads. */
 
-const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => Type.Union([schema, Type.Null()]);
+const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => OrNull(schema);
 const KeyValue = Type.Object({ key: Type.String(), value: Type.String() });
 
 export const ClabeParams = Type.Object({ clabe: Digits(18, "The collection account's CLABE") });
@@ -89,7 +89,7 @@ export const OperationsData = Type.Object({
       per_page: Type.Integer(),
       pages: Type.Integer(),
       total: Type.Integer(),
-      next_cursor: Type.Union([Type.String(), Type.Null()], {
+      next_cursor: OrNull(Type.String(), {
         description: "Pass as cursor for the next page; null on the last page",
       }),
     }),
@@ -99,7 +99,7 @@ export const OperationsData = Type.Object({
 export const SpeiOrderData = Type.Object({
   transfer: Type.Object({
     id: Type.String({ format: "uuid" }),
-    card_id: Type.Union([Type.String(), Type.Null()]),
+    card_id: OrNull(Type.String()),
     tracking_key: Type.String(),
     operation_date: Type.String(),
     reference_operation: Type.String({ format: "uuid" }),

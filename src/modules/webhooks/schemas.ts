@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { PageQuery, Text, Uuid } from "../../http/schemas.ts";
+import { OrNull, PageQuery, Text, Uuid } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { eventTypes } from "../events/outbox.ts";
 import { EventSchema } from "../events/schemas.ts";
@@ -7,7 +7,7 @@ import { EventSchema } from "../events/schemas.ts";
 /** Request and response schemas of /v1/webhooks. */
 const Timestamp = (description?: string) =>
   Type.String({ format: "date-time", ...(description ? { description } : {}) });
-const NullableTimestamp = (description: string) => Type.Union([Timestamp(), Type.Null()], { description });
+const NullableTimestamp = (description: string) => OrNull(Timestamp(), { description });
 
 export const CreateWebhookBody = Type.Object(
   {
@@ -52,16 +52,16 @@ export const WebhookSchema = Type.Object({
   id: Type.String({ format: "uuid" }),
   client_id: Type.String({ format: "uuid", description: "The owner" }),
   url: Type.String(),
-  description: Type.Union([Type.String(), Type.Null()]),
+  description: OrNull(Type.String()),
   event_types: Type.Array(Type.String(), { description: '["*"]: every type' }),
   include_subclients: Type.Boolean(),
   status: Type.Enum(["ENABLED", "DISABLED"]),
-  disabled_reason: Type.Union([Type.String(), Type.Null()], { description: "Why it was disabled" }),
+  disabled_reason: OrNull(Type.String(), { description: "Why it was disabled" }),
   disabled_at: NullableTimestamp("When it was disabled"),
   failure_streak: Type.Integer({ description: "Failed attempts since the last successful delivery" }),
   last_success_at: NullableTimestamp("Last successful delivery"),
   last_failure_at: NullableTimestamp("Last failed attempt"),
-  last_error: Type.Union([Type.String(), Type.Null()], { description: "What the last failed attempt met" }),
+  last_error: OrNull(Type.String(), { description: "What the last failed attempt met" }),
   created_at: Timestamp(),
   updated_at: Timestamp(),
 });
@@ -75,8 +75,8 @@ export const DeliverySchema = Type.Object({
   attempts: Type.Integer(),
   next_attempt_at: NullableTimestamp("When PENDING: the next attempt"),
   last_attempt_at: NullableTimestamp("The last attempt"),
-  last_status_code: Type.Union([Type.Integer(), Type.Null()]),
-  last_error: Type.Union([Type.String(), Type.Null()]),
+  last_status_code: OrNull(Type.Integer()),
+  last_error: OrNull(Type.String()),
   delivered_at: NullableTimestamp("When the receiver answered 2xx"),
   created_at: Timestamp(),
 });
@@ -84,7 +84,7 @@ export const DeliverySchema = Type.Object({
 export const CreatedWebhookData = Type.Object({
   webhook: Type.Object({
     ...WebhookSchema.properties,
-    secret: Type.Union([Type.String(), Type.Null()], {
+    secret: OrNull(Type.String(), {
       description:
         "The signing secret (whsec_...), shown only in this response; null in an Idempotency-Key replay",
     }),
