@@ -174,6 +174,8 @@ test("an idempotent retry pays once, even when the retries race; another body wi
   assert.deepEqual(expectOk(again), first);
   assert.equal(again.headers["idempotent-replayed"], "true");
   expectError(await pay(tenant, card.id, 11, {}, key), 4001, 409);
+  // Refused before its batch (no such card), the request still finds its key used: 409, not 404.
+  expectError(await pay(tenant, "00000000-0000-4000-8000-000000000000", 10, {}, key), 4001, 409);
   const racing = await Promise.all(
     Array.from({ length: 10 }, () => pay(tenant, card.id, 5, {}, { "idempotency-key": "pay-2" })),
   );

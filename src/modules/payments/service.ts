@@ -1,6 +1,6 @@
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import type { IdempotencyScope, IdempotentResult } from "../../db/idempotency.ts";
+import { findStoredResponse, type IdempotencyScope, type IdempotentResult } from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { parsePesos } from "../../ledger/money.ts";
@@ -23,10 +23,20 @@ export async function payCard(
   body: Static<typeof PaymentBody>,
   idempotency: IdempotencyScope | undefined,
 ): Promise<IdempotentResult> {
-  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
-  const ref = await parseCardNumber(ctx, body.card_number);
-  const card = await cards.find(ctx.db, caller.clientId, ref);
-  if (!card) throw new AppError(errors.cardNotFound);
+  let amountCents: bigint;
+  let card: Awaited<ReturnType<CardCache["find"]>>;
+  try {
+    amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+    const ref = await parseCardNumber(ctx, body.card_number);
+    card = await cards.find(ctx.db, caller.clientId, ref);
+    if (!card) throw new AppError(errors.cardNotFound);
+  } catch (error) {
+    // The key is checked in the batch (the route is `replaysUnderLock`); a request refused before
+    // it asks the store, so a used key still answers its first response, or 409 for another body.
+    const stored = idempotency ? await findStoredResponse(ctx.db, idempotency) : undefined;
+    if (stored) return stored;
+    throw error;
+  }
   return batcher.submit({
     payerId: caller.clientId,
     apiKeyId: caller.apiKeyId,
