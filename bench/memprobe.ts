@@ -5,7 +5,7 @@
  * snapshots after round 2 and the last (BENCH_NODE_FLAGS="--heapsnapshot-signal=SIGUSR2
  * --diagnostic-dir=DIR"). The server runs as production runs it (productionRun).
  */
-import { load, paymentBody } from "./lib/load.ts";
+import { cardPayments, load } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -42,7 +42,7 @@ try {
             warmupSeconds: 0,
             seconds: 10,
             headers: { authorization: `Bearer ${root.token}` },
-            request: () => ({ body: paymentBody(cards[i++ % cards.length]?.id ?? "") }),
+            request: cardPayments(cards.map((card) => card.id)),
           },
     );
     await say(`${which} round ${round} ${r.rps}/s`);

@@ -11,7 +11,7 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { distinctPayerRequests, load, paymentBody } from "./lib/load.ts";
+import { cardPayments, distinctPayerRequests, load } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -119,16 +119,8 @@ async function main(): Promise<void> {
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request:
-                distinct ??
-                (() => {
-                  const n = i++;
-                  const body = paymentBody(numbers[n % numbers.length] ?? "");
-                  // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
-                  return scenario === "keyed"
-                    ? { body, headers: { "idempotency-key": `pay-${n}` } }
-                    : { body };
-                }),
+              // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
+              request: distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined),
               onMeasureStart: measureCpu,
             },
     );

@@ -17,7 +17,7 @@ import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { distinctPayerRequests, type LoadOptions, type LoadResult, load, paymentBody } from "./lib/load.ts";
+import { cardPayments, distinctPayerRequests, type LoadOptions, type LoadResult, load } from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
@@ -220,8 +220,6 @@ async function hotPayments(
 ): Promise<LoadResult> {
   const since = await postingsWatermark(pgs, appDb);
   const [start = 0n] = [...(await balancesOf(pgs, appDb, [root.clientId])).values()];
-  let i = 0;
-  const run = `${figure.replace(/\W+/g, "-")}-${Date.now()}`;
   const result = await scenario(server, figure, {
     url: `${server.url}/v1/cards/payment`,
     method: "POST",
@@ -229,11 +227,7 @@ async function hotPayments(
     warmupSeconds: size.warmup,
     seconds: size.seconds,
     headers: { authorization: `Bearer ${root.token}` },
-    request: () => {
-      const n = i++;
-      const body = paymentBody(cards[n % cards.length] ?? "");
-      return keyed ? { body, headers: { "idempotency-key": `${run}-${n}` } } : { body };
-    },
+    request: cardPayments(cards, keyed ? `${figure.replace(/\W+/g, "-")}-${Date.now()}` : undefined),
   });
   await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, connections));
   await pgs.sql(appDb, "vacuum analyze");
@@ -417,7 +411,6 @@ async function cipheredPayments(
 ): Promise<void> {
   const since = await postingsWatermark(pgs, appDb);
   const [start = 0n] = [...(await balancesOf(pgs, appDb, [root.clientId])).values()];
-  let i = 0;
   const result = await scenario(server, "payment, ciphered PAN", {
     url: `${server.url}/v1/cards/payment`,
     method: "POST",
@@ -425,7 +418,7 @@ async function cipheredPayments(
     warmupSeconds: size.warmup,
     seconds: size.seconds,
     headers: { authorization: `Bearer ${root.token}` },
-    request: () => ({ body: paymentBody(ciphered[i++ % ciphered.length] ?? "") }),
+    request: cardPayments(ciphered),
   });
   const delay = result.eventLoopP99Ms;
   await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, 64));
@@ -615,7 +608,6 @@ async function pgliteScenario(): Promise<void> {
     const token = await seed.login(server.url, match[1], match[2]);
     // A restarted embedded engine loads its catalogs on the first queries: a few payments first.
     await seed.pool(cards.slice(0, 8), 8, (card) => seed.pay(server.url, token, card, 1));
-    let i = 0;
     const result = await scenario(server, "payment, hot account, PGlite", {
       url: `${server.url}/v1/cards/payment`,
       method: "POST",
@@ -623,7 +615,7 @@ async function pgliteScenario(): Promise<void> {
       warmupSeconds: size.warmup,
       seconds: size.seconds,
       headers: { authorization: `Bearer ${token}` },
-      request: () => ({ body: paymentBody(cards[i++ % cards.length] ?? "") }),
+      request: cardPayments(cards),
     });
     record({
       key: "payment_hot_pglite_rps",

@@ -86,7 +86,7 @@ export async function load(options: LoadOptions): Promise<LoadResult> {
 }
 
 /** The body of one 1.00 MXN payment to `cardNumber` (a card UUID or a ciphered PAN), as every scenario sends it. */
-export function paymentBody(cardNumber: string): string {
+function paymentBody(cardNumber: string): string {
   return JSON.stringify({
     card_number: cardNumber,
     amount: 1,
@@ -94,6 +94,22 @@ export function paymentBody(cardNumber: string): string {
     latitude: 19.4326,
     longitude: -99.1332,
   });
+}
+
+/**
+ * Requests of one payer paying `cards` (UUIDs or ciphered numbers) in turn. With `keyPrefix`, each
+ * carries an Idempotency-Key of its own (`<keyPrefix>-<n>`), as integrators send them.
+ */
+export function cardPayments(
+  cards: string[],
+  keyPrefix?: string,
+): () => { body: string; headers?: Record<string, string> } {
+  let n = 0;
+  return () => {
+    const body = paymentBody(cards[n % cards.length] ?? "");
+    const key = `${keyPrefix}-${n++}`;
+    return keyPrefix === undefined ? { body } : { body, headers: { "idempotency-key": key } };
+  };
 }
 
 /**

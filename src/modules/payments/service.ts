@@ -7,7 +7,7 @@ import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { CardCache } from "../cards/card-cache.ts";
 import { parseCardNumber } from "../cards/card-number.ts";
-import type { PaymentBatcher } from "./batcher.ts";
+import type { PaymentBatcher, PaymentRequest } from "./batcher.ts";
 import type { PaymentBody } from "./schemas.ts";
 
 /**
@@ -23,13 +23,9 @@ export async function payCard(
   body: Static<typeof PaymentBody>,
   idempotency: IdempotencyScope | undefined,
 ): Promise<IdempotentResult> {
-  let amountCents: bigint;
-  let card: Awaited<ReturnType<CardCache["find"]>>;
+  let request: PaymentRequest;
   try {
-    amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
-    const ref = await parseCardNumber(ctx, body.card_number);
-    card = await cards.find(ctx.db, caller.clientId, ref);
-    if (!card) throw new AppError(errors.cardNotFound);
+    request = await paymentRequest(ctx, cards, caller, body, idempotency);
   } catch (error) {
     // The key is checked in the batch (the route is `replaysUnderLock`); a request refused before
     // it asks the store, so a used key still answers its first response, or 409 for another body.
@@ -37,7 +33,22 @@ export async function payCard(
     if (stored) return stored;
     throw error;
   }
-  return batcher.submit({
+  return batcher.submit(request);
+}
+
+/** The payment as the batcher takes it: the amount checked, the card resolved in the caller's scope. */
+async function paymentRequest(
+  ctx: AppContext,
+  cards: CardCache,
+  caller: Caller,
+  body: Static<typeof PaymentBody>,
+  idempotency: IdempotencyScope | undefined,
+): Promise<PaymentRequest> {
+  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+  const ref = await parseCardNumber(ctx, body.card_number);
+  const card = await cards.find(ctx.db, caller.clientId, ref);
+  if (!card) throw new AppError(errors.cardNotFound);
+  return {
     payerId: caller.clientId,
     apiKeyId: caller.apiKeyId,
     card,
@@ -46,5 +57,5 @@ export async function payCard(
     latitude: body.latitude,
     longitude: body.longitude,
     idempotency,
-  });
+  };
 }

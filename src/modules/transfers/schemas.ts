@@ -8,7 +8,6 @@ import type { Abono } from "./service.ts";
 
 /** TypeBox schemas of the SPEI routes, and the normalization of the rail's payloads. */
 
-const Nullable = <T extends ReturnType<typeof Type.String>>(schema: T) => OrNull(schema);
 const KeyValue = Type.Object({ key: Type.String(), value: Type.String() });
 
 export const ClabeParams = Type.Object({ clabe: Digits(18, "The collection account's CLABE") });
@@ -111,10 +110,10 @@ export const SpeiOrderData = Type.Object({
     status: Type.Union(
       ["PENDIENTE", "ENVIADA", "LIQUIDADA", "DEVUELTA", "CANCELADA"].map((s) => Type.Literal(s)),
     ),
-    status_detail: Nullable(Type.String()),
+    status_detail: OrNull(Type.String()),
     return_cause: Type.Union([Type.Object({ code: Type.String(), description: Type.String() }), Type.Null()]),
-    ts_liquidacion: Nullable(Type.String()),
-    returned_at: Nullable(Type.String()),
+    ts_liquidacion: OrNull(Type.String()),
+    returned_at: OrNull(Type.String()),
     beneficiary: Type.Object({
       account: Type.String(),
       account_type: Type.String(),
