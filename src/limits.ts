@@ -40,15 +40,19 @@ export const limits = {
   rsaKeyBitsMin: 2048,
   rsaKeyBitsMax: 8192,
   /**
-   * RSA decryptions running at once on libuv's pool (as many as it has threads: UV_THREADPOOL_SIZE,
-   * default 4), the rest queued here in arrival order, so a scrypt check (login, PIN) or a file
-   * read waits behind at most the ones running, never behind a burst. One at a time (the earlier
-   * choice, to leave a core to the event loop) let deciphered payments trickle into the batcher:
-   * batches of 2 and 1,359-1,393 ciphered payments/s in `bench/profile.ts ciphered 10 64`, against
-   * batches of 5-6 and 2,164-2,267/s with four; event-loop delay p99 12.3-12.6 against 13.7-13.9 ms.
-   * Clamped to libuv's own range (1-1024): each slot is allocated at start.
+   * RSA decryptions handed to libuv's pool at once: four per pool thread (UV_THREADPOOL_SIZE,
+   * default 4, so 16), the rest queued here in arrival order. A scrypt check (login, PIN) or a file
+   * read queues behind at most these (about 1 ms of each thread's work), never behind a burst.
+   * One per thread left each thread idle while the event loop answered its last result and handed
+   * it the next; four keep every thread's queue full, so deciphered payments reach the batcher in
+   * larger groups (batches of 15-17 instead of 8-9). `bench/profile.ts ciphered 10 64` alternated:
+   * 3,163-3,271 payments/s at four per thread against 2,438-2,582 at one (event-loop delay p99
+   * 16.8-17.6 against 13.4-14.3 ms); two per thread 2,969-3,029; eight 2,901-3,061 with the
+   * event-loop p99 over 20 ms. Sixteen threads at one each were no better (2,979-3,146).
+   * Clamped to libuv's own thread range (1-1024); each slot holds its own copy of the key.
    */
-  rsaDecryptsInFlight: Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
+  rsaDecryptsInFlight:
+    4 * Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,
