@@ -63,7 +63,7 @@ const size = {
     clients: 4,
     clientCards: 2,
     transfers: 1_000,
-    history: 0,
+    history: 1_000,
     pgScale: 1,
     pgSeconds: 2,
     rsaSeconds: 1,
@@ -365,7 +365,7 @@ async function runScenarios(
   await transfersOut(server, root, transferCards);
   await listing(server, root);
   await scalingCurve(server, root, hotIds, hot64);
-  if (size.history > 0) await growth(server, root, hotIds, hot64);
+  if (size.history > 0) await growth(server, root, hotIds);
 }
 
 async function distinctClients(
@@ -550,13 +550,21 @@ async function scalingCurve(
   });
 }
 
-async function growth(
-  server: ServerProcess,
-  root: seed.Client,
-  cards: string[],
-  fresh: LoadResult,
-): Promise<void> {
+/**
+ * The hot account with `size.history` journal entries seeded, against the same scenario measured
+ * right before they are: the run's first hot-account figure is minutes away, and this machine's
+ * speed drifts over minutes (in one run the load generator, whose work per request never changes,
+ * spent 36 us per request in the first hot-account scenario and 46 in the grown one).
+ */
+async function growth(server: ServerProcess, root: seed.Client, cards: string[]): Promise<void> {
   step(`growth: ${size.history} journal entries of history`);
+  const fresh = await hotPayments(server, root, cards, 64, "payment, hot account, before the history");
+  record({
+    key: "payment_hot_before_history_rps",
+    figure: "payment, hot account, right before the history is seeded (64 connections)",
+    value: fresh.rps,
+    unit: "req/s",
+  });
   await seed.seedHistory(pgs, appDb, size.history);
   await pgs.sql(appDb, "vacuum analyze");
   const grown = await hotPayments(server, root, cards, 64, "payment, hot account, grown ledger");
@@ -568,7 +576,7 @@ async function growth(
     unit: "req/s",
     ceiling: fresh.rps,
     ratio: kept,
-    target: ">= 0.8 x fresh",
+    target: ">= 0.8 x right before",
     pass: kept >= 0.8,
   });
 }
