@@ -40,19 +40,19 @@ export const limits = {
   rsaKeyBitsMin: 2048,
   rsaKeyBitsMax: 8192,
   /**
-   * RSA decryptions handed to libuv's pool at once: four per pool thread (UV_THREADPOOL_SIZE,
-   * default 4, so 16), the rest queued here in arrival order. A scrypt check (login, PIN) or a file
-   * read queues behind at most these (about 1 ms of each thread's work), never behind a burst.
-   * One per thread left each thread idle while the event loop answered its last result and handed
-   * it the next; four keep every thread's queue full, so deciphered payments reach the batcher in
-   * larger groups (batches of 15-17 instead of 8-9). `bench/profile.ts ciphered 10 64` alternated:
-   * 3,163-3,271 payments/s at four per thread against 2,438-2,582 at one (event-loop delay p99
-   * 16.8-17.6 against 13.4-14.3 ms); two per thread 2,969-3,029; eight 2,901-3,061 with the
-   * event-loop p99 over 20 ms. Sixteen threads at one each were no better (2,979-3,146).
+   * RSA decryptions handed to libuv's pool at once: two per pool thread (UV_THREADPOOL_SIZE,
+   * default 4, so 8), the rest queued here in arrival order. A scrypt check (login, PIN) or a file
+   * read queues behind at most these, never behind a burst. One per thread left each thread idle
+   * while the event loop answered its last result and handed it the next, and deciphered payments
+   * reached the batcher in small groups. `bench/profile.ts ciphered 10 64`, alternated, pool of 4:
+   * one per thread 2,438-2,582 payments/s in batches of 8-9, event-loop delay p99 13.4-14.3 ms;
+   * two 2,801-3,046 in batches of 13-14, p99 15.8-16.7 ms; four 2,718-3,271 in batches of 15-18,
+   * p99 16.8-19.4 ms, too near the 20 ms the event loop is allowed (eight passed it). The pool
+   * threads then never sleep and the event loop waits its turn for a core more often.
    * Clamped to libuv's own thread range (1-1024); each slot holds its own copy of the key.
    */
   rsaDecryptsInFlight:
-    4 * Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
+    2 * Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,

@@ -98,7 +98,7 @@ export class SystemKey {
 
   /**
    * The same off the event loop: WebCrypto runs RSA on libuv's thread pool (no extra V8 isolate),
-   * so a burst of ciphered card numbers never stalls other requests. Four per pool thread are
+   * so a burst of ciphered card numbers never stalls other requests. Two per pool thread are
    * handed to the pool at a time and the rest wait here in arrival order
    * (`limits.rsaDecryptsInFlight`), so other users of the pool (scrypt, files) never queue behind
    * a burst. Each slot deciphers with its own
