@@ -101,10 +101,10 @@ export class SystemKey {
    * so a burst of ciphered card numbers never stalls other requests. Two per pool thread are
    * handed to the pool at a time and the rest wait here in arrival order
    * (`limits.rsaDecryptsInFlight`), so other users of the pool (scrypt, files) never queue behind
-   * a burst. Each slot deciphers with its own
-   * imported copy of the key: decryptions sharing one key object run one at a time whatever the
-   * threads (OpenSSL serialises them on the key), about 3,500/s on this machine's two cores
-   * against 6,300/s with four copies. What request handlers use.
+   * a burst. Each slot deciphers with its own imported copy of the key: decryptions sharing one
+   * key object run one at a time whatever the threads (OpenSSL serialises them on the key), about
+   * 3,500/s on this machine's two cores against 6,300/s with four copies. What request handlers
+   * use.
    */
   async decryptAsync(text: string, field: string): Promise<Buffer> {
     const bytes = this.#ciphertext(text, field);
