@@ -63,7 +63,11 @@ async function main(): Promise<void> {
   const env = emisorEnv({ DATABASE_URL: pgs.urlOf(database) });
   const server = await ServerProcess.emisor(
     env,
-    process.env.NO_PROF ? [] : ["--cpu-prof", `--cpu-prof-dir=${dir}`],
+    process.env.PERF
+      ? ["--perf-basic-prof-only-functions"]
+      : process.env.NO_PROF
+        ? []
+        : ["--cpu-prof", `--cpu-prof-dir=${dir}`],
   );
   try {
     const root = await seed.createTenantWithCli(env, server.url, "100000000.00");

@@ -8,7 +8,7 @@ import { registerAuth } from "./http/auth.ts";
 import { handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
 import { registerIdempotency } from "./http/idempotency.ts";
-import { loggerOptions } from "./http/logger.ts";
+import { loggerOptions, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { validatorCompiler } from "./http/validation.ts";
@@ -44,6 +44,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       : { logger: options.logger ?? loggerOptions(ctx.config.logLevel) }),
     bodyLimit: limits.bodyBytesMax,
     requestIdHeader: "x-request-id",
+    childLoggerFactory: requestLoggerFactory,
     trustProxy: ctx.config.trustProxy,
     // Per-request "incoming/completed" lines only at debug: at volume they cost more than the work.
     logController: new LogController({

@@ -99,6 +99,38 @@ test("logout revokes the token; a new login works", async () => {
   expectOk(await call(t.app, "GET", "/v1/catalogs/state", { token: tenant.token }));
 });
 
+test("with key states cached, as in production, a known key answers at once and the same refusals hold", async () => {
+  const cached = await startTestApp({ authCacheSeconds: 600 });
+  try {
+    const owner = await createTenant(cached);
+    // The first request reads the key's state; the next ones use what this process knows.
+    for (let i = 0; i < 3; i++)
+      expectOk(await call(cached.app, "GET", "/v1/catalogs/state", { token: owner.token }));
+    expectError(await call(cached.app, "GET", "/v1/catalogs/state"), 2001, 401);
+    const [payload = ""] = owner.token.split(".");
+    expectError(
+      await call(cached.app, "GET", "/v1/catalogs/state", { token: `${payload}.${"A".repeat(43)}` }),
+      2002,
+      401,
+    );
+    const now = Math.floor(Date.now() / 1000);
+    const otherClient = signToken(cached.ctx.keys.token, {
+      kid: owner.apiKeyId,
+      cid: "00000000-0000-4000-8000-000000000000",
+      iat: now,
+      exp: now + 60,
+    });
+    expectError(await call(cached.app, "GET", "/v1/catalogs/state", { token: otherClient.token }), 2002, 401);
+    const token = await login(cached.app, owner.apiKey, owner.password);
+    expectOk(await call(cached.app, "GET", "/v1/catalogs/state", { token }));
+    expectOk(await call(cached.app, "POST", "/v1/auth/logout", { token }));
+    expectError(await call(cached.app, "GET", "/v1/catalogs/state", { token }), 2004, 401);
+    expectOk(await call(cached.app, "GET", "/v1/catalogs/state", { token: owner.token }));
+  } finally {
+    await cached.close();
+  }
+});
+
 test("a disabled API key stops working and cannot log in", async () => {
   const victim = await createTenant(t);
   await t.ctx.db

@@ -152,6 +152,29 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
   assert.match(docs.body, /swagger/i);
 });
 
+test("/metrics counts requests by method, route and status, and times them by route", async () => {
+  const count = async (labels: string) => {
+    const body = (await t.app.inject({ url: "/metrics" })).body;
+    const escaped = labels.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+    return Number(
+      new RegExp(`^emisor_http_requests_total\\{${escaped}\\} (\\d+)$`, "m").exec(body)?.[1] ?? 0,
+    );
+  };
+  const ok = 'method="GET",route="/v1/catalogs/gender",status="200"';
+  const refused = 'method="GET",route="/v1/catalogs/gender",status="401"';
+  const [okBefore, refusedBefore] = [await count(ok), await count(refused)];
+  for (let i = 0; i < 3; i++)
+    expectOk(await call(t.app, "GET", "/v1/catalogs/gender", { token: tenant.token }));
+  expectError(await call(t.app, "GET", "/v1/catalogs/gender"), 2001, 401);
+  assert.equal(await count(ok), okBefore + 3);
+  assert.equal(await count(refused), refusedBefore + 1);
+  const body = (await t.app.inject({ url: "/metrics" })).body;
+  assert.match(
+    body,
+    /^emisor_http_request_duration_seconds_count\{method="GET",route="\/v1\/catalogs\/gender"\} \d+$/m,
+  );
+});
+
 test("/ready answers 503 when the database is gone", async () => {
   const other = await startTestApp();
   await other.database.close();

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Db } from "../db/database.ts";
 import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
@@ -13,8 +13,7 @@ const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax
  * routes marked `replaysUnderLock`, whose work finds the stored answer itself.
  */
 export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffer): void {
-  app.addHook("preHandler", async (request, reply) => {
-    if (!request.routeOptions.config.idempotent) return;
+  const checkKey = async (request: FastifyRequest, reply: FastifyReply) => {
     const header = request.headers["idempotency-key"];
     if (header === undefined) return;
     if (typeof header !== "string" || !keyPattern.test(header))
@@ -27,6 +26,13 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
     if (request.routeOptions.config.replaysUnderLock) return;
     const stored = await findStoredResponse(db, request.idempotency);
     if (stored) return sendResult(reply, stored);
+  };
+  // On the idempotent routes only, ahead of their own: an application-wide hook would cost every
+  // other request a promise and a turn of the microtask queue for nothing.
+  app.addHook("onRoute", (route) => {
+    if (!route.config?.idempotent) return;
+    const own = route.preHandler === undefined ? [] : [route.preHandler].flat();
+    route.preHandler = [checkKey, ...own];
   });
 }
 

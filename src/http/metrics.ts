@@ -18,10 +18,24 @@ export function registerMetrics(app: FastifyInstance): Registry {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   });
-  app.addHook("onResponse", async (request, reply) => {
+  // Each route's series are looked up once (prom-client hashes a label set on every call
+  // otherwise), and the hook takes a callback: no promise per request.
+  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"method" | "route"> }>();
+  app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
-    requests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    const status = String(reply.statusCode);
+    const key = `${request.method} ${status} ${route}`;
+    let found = series.get(key);
+    if (found === undefined) {
+      found = {
+        count: requests.labels({ method: request.method, route, status }),
+        time: duration.labels({ method: request.method, route }),
+      };
+      series.set(key, found);
+    }
+    found.count.inc();
+    found.time.observe(reply.elapsedTime / 1000);
+    done();
   });
   app.get("/metrics", { config: { auth: false }, schema: { hide: true } }, async (_request, reply) => {
     reply.header("content-type", registry.contentType);

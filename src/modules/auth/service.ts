@@ -84,8 +84,12 @@ export class AuthService {
     this.#cache.get(caller.apiKeyId)?.state.revokedTokenIds.add(caller.tokenId);
   }
 
-  /** Resolves `Authorization: Bearer <token>` to the caller, or throws a 401 of the catalog. */
-  async authenticate(header: string | undefined): Promise<Caller> {
+  /**
+   * Resolves `Authorization: Bearer <token>` to the caller, or throws a 401 of the catalog. The
+   * answer comes at once when this process knows the key's state (almost every request), and as a
+   * promise when the state must be read first: a request that needs no query pays for no promise.
+   */
+  authenticate(header: string | undefined): Caller | Promise<Caller> {
     if (!header) throw new AppError(errors.tokenMissing);
     const match = /^Bearer +(\S+)\s*$/i.exec(header);
     if (!match?.[1])
@@ -100,18 +104,10 @@ export class AuthService {
       this.#verified.delete(token);
       throw new AppError(errors.tokenExpired);
     }
-    const state = await this.#keyState(claims.kid);
-    if (!state || state.clientId !== claims.cid) throw new AppError(errors.tokenInvalid);
-    if (!state.active) throw new AppError(errors.apiKeyDisabled);
-    if (state.revokedTokenIds.has(claims.jti)) throw new AppError(errors.tokenRevoked);
-    return {
-      clientId: state.clientId,
-      apiKeyId: state.apiKeyId,
-      rootId: state.rootId,
-      lineage: state.lineage,
-      tokenId: claims.jti,
-      tokenExpiresAt: claims.exp,
-    };
+    const cached = this.#cache.get(claims.kid);
+    if (cached && Date.now() - cached.loadedAt < this.#cacheMs) return callerOf(claims, cached.state);
+    const verified = claims;
+    return this.#loadKeyState(claims.kid).then((state) => callerOf(verified, state));
   }
 
   /** Forget what this process knows about a key (after disabling it here). */
@@ -119,9 +115,7 @@ export class AuthService {
     this.#cache.delete(apiKeyId);
   }
 
-  async #keyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
-    const cached = this.#cache.get(apiKeyId);
-    if (cached && Date.now() - cached.loadedAt < this.#cacheMs) return cached.state;
+  async #loadKeyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
     const state = await repo.loadKeyState(this.#db, apiKeyId);
     if (state) {
       if (this.#cache.size >= 100_000) this.#cache.clear();
@@ -153,4 +147,19 @@ export class AuthService {
     if (this.#ipFailures.size >= 100_000) this.#ipFailures.clear();
     this.#ipFailures.set(ip, { count: 1, since: Date.now() });
   }
+}
+
+/** The caller a verified token names, once its key's state is known; or a 401 of the catalog. */
+function callerOf(claims: TokenClaims, state: repo.KeyState | undefined): Caller {
+  if (!state || state.clientId !== claims.cid) throw new AppError(errors.tokenInvalid);
+  if (!state.active) throw new AppError(errors.apiKeyDisabled);
+  if (state.revokedTokenIds.has(claims.jti)) throw new AppError(errors.tokenRevoked);
+  return {
+    clientId: state.clientId,
+    apiKeyId: state.apiKeyId,
+    rootId: state.rootId,
+    lineage: state.lineage,
+    tokenId: claims.jti,
+    tokenExpiresAt: claims.exp,
+  };
 }
