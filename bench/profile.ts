@@ -4,6 +4,8 @@
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection.)
  * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
+ * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
+ * while it runs; `perf report --pid <server> --children --sort sym`).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
