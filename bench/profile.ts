@@ -1,6 +1,6 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|ciphered|distinct|lookup|/v1/any/get/path] [seconds] [connections]
+ *   npm run build && node --import tsx bench/profile.ts [payment|keyed|ciphered|distinct|lookup|listing|/v1/any/get/path] [seconds] [connections]
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection.)
  * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
@@ -92,6 +92,8 @@ async function main(): Promise<void> {
       });
       distinct = distinctPayerRequests(clients, theirs);
     }
+    // `listing`: the first page of 50 of a collection CLABE's 20,000 incoming transfers.
+    if (scenario === "listing") await seed.seedTransfers(pgs, database, root.clabe, 20_000, 30);
     let i = 0;
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
@@ -108,27 +110,36 @@ async function main(): Promise<void> {
             headers: { authorization: `Bearer ${root.token}` },
             onMeasureStart: measureCpu,
           }
-        : scenario === "lookup"
+        : scenario === "listing"
           ? {
-              url: `${server.url}/v1/cardholders`,
+              url: `${server.url}/v1/transfer/clabe/collection/${root.clabe}/operations?init_date=2026-01-01&end_date=2026-12-31&per_page=50&page=1`,
               connections,
               warmupSeconds: 1,
               seconds,
               headers: { authorization: `Bearer ${root.token}` },
-              request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
               onMeasureStart: measureCpu,
             }
-          : {
-              url: `${server.url}/v1/cards/payment`,
-              method: "POST",
-              connections,
-              warmupSeconds: 1,
-              seconds,
-              headers: { authorization: `Bearer ${root.token}` },
-              // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
-              request: distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined),
-              onMeasureStart: measureCpu,
-            },
+          : scenario === "lookup"
+            ? {
+                url: `${server.url}/v1/cardholders`,
+                connections,
+                warmupSeconds: 1,
+                seconds,
+                headers: { authorization: `Bearer ${root.token}` },
+                request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
+                onMeasureStart: measureCpu,
+              }
+            : {
+                url: `${server.url}/v1/cards/payment`,
+                method: "POST",
+                connections,
+                warmupSeconds: 1,
+                seconds,
+                headers: { authorization: `Bearer ${root.token}` },
+                // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
+                request: distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined),
+                onMeasureStart: measureCpu,
+              },
     );
     const after = cpuSnapshot(server.pid);
     const { batches, eventLoopP99Ms } = await server.metrics();
