@@ -96,9 +96,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerTransferRoutes(app, ctx);
   registerAirtimeRoutes(app, ctx);
 
-  // Rail adapters stop their timers with the app, before the database closes.
+  // Rail adapters stop their timers, and the decryption workers their threads, with the app.
   app.addHook("onClose", async () => {
-    await ctx.rails.close();
+    await Promise.all([ctx.rails.close(), ctx.systemKey.close()]);
   });
   await app.ready();
   return app;

@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 /**
  * Every bound Emisor enforces, in one place. Units and qualifiers go last in the name.
  * Changing a number here changes behaviour everywhere it is used, and the README quotes them.
@@ -40,19 +41,18 @@ export const limits = {
   rsaKeyBitsMin: 2048,
   rsaKeyBitsMax: 8192,
   /**
-   * RSA decryptions handed to libuv's pool at once: two per pool thread (UV_THREADPOOL_SIZE,
-   * default 4, so 8), the rest queued here in arrival order. A scrypt check (login, PIN) or a file
-   * read queues behind at most these, never behind a burst. One per thread left each thread idle
-   * while the event loop answered its last result and handed it the next, and deciphered payments
-   * reached the batcher in small groups. `bench/profile.ts ciphered 10 64`, alternated, pool of 4:
-   * one per thread 2,438-2,582 payments/s in batches of 8-9, event-loop delay p99 13.4-14.3 ms;
-   * two 2,801-3,046 in batches of 13-14, p99 15.8-16.7 ms; four 2,718-3,271 in batches of 15-18,
-   * p99 16.8-19.4 ms, too near the 20 ms the event loop is allowed (eight passed it). The pool
-   * threads then never sleep and the event loop waits its turn for a core more often.
-   * Clamped to libuv's own thread range (1-1024); each slot holds its own copy of the key.
+   * Worker threads that decipher RSA (ciphered card numbers and PINs): one per core, at most 8.
+   * Each is a V8 isolate with Node's worker bootstrap (about 8 MB of RSS, 16 for the first) holding
+   * its own copy of the key; OpenSSL serialises decryptions that share one key object, so copies
+   * are what let them run in parallel. `bench/profile.ts ciphered 8 64`, alternated, against
+   * WebCrypto on libuv's pool (two per pool thread, 3,091-3,333 payments/s): two workers in
+   * batches of up to 8, 3,337 and 3,430; in batches of 16, 3,284 and 3,495; three in batches of 8,
+   * 3,591 and 3,690, but about 31 MB more at the bench's peak (244 MB against the 250 allowed,
+   * where the transfer-out scrypt checks had it at 210-215); four in batches of 2, 3,122 and 3,155.
    */
-  rsaDecryptsInFlight:
-    2 * Math.min(1024, Math.max(1, Math.trunc(Number(process.env.UV_THREADPOOL_SIZE) || 4))),
+  rsaDecryptWorkers: Math.min(8, availableParallelism()),
+  /** Ciphertexts handed to a worker in one message, at most. */
+  rsaDecryptBatchMax: 8,
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,

@@ -6,12 +6,12 @@ import {
   type KeyObject,
   privateDecrypt,
   publicEncrypt,
-  webcrypto,
 } from "node:crypto";
 import { promisify } from "node:util";
 import type { Queryable } from "../db/database.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
+import { DecryptWorkers } from "./decrypt-workers.ts";
 import { open, seal } from "./vault.ts";
 
 /**
@@ -75,15 +75,18 @@ export class SystemKey {
   readonly publicKeyPem: string;
   readonly #privateKey: KeyObject;
   readonly #modulusBytes: number;
-  /** One imported copy of the private key per slot: see `decryptAsync`. */
-  readonly #cryptoKeys: Array<Promise<webcrypto.CryptoKey>> = [];
-
-  readonly #slots = new Slots(limits.rsaDecryptsInFlight);
+  /** Started at the first `decryptAsync`: see DecryptWorkers. */
+  readonly #workers: DecryptWorkers;
 
   constructor(publicKeyPem: string, privateKey: KeyObject) {
     this.publicKeyPem = publicKeyPem;
     this.#privateKey = privateKey;
     this.#modulusBytes = (privateKey.asymmetricKeyDetails?.modulusLength ?? 2048) / 8;
+    this.#workers = new DecryptWorkers(
+      privateKey.export({ format: "der", type: "pkcs8" }),
+      limits.rsaDecryptWorkers,
+      limits.rsaDecryptBatchMax,
+    );
   }
 
   /** Deciphers a Base64 value ciphered under the system public key, or throws 1005. */
@@ -97,33 +100,21 @@ export class SystemKey {
   }
 
   /**
-   * The same off the event loop: WebCrypto runs RSA on libuv's thread pool (no extra V8 isolate),
-   * so a burst of ciphered card numbers never stalls other requests. Two per pool thread are
-   * handed to the pool at a time and the rest wait here in arrival order
-   * (`limits.rsaDecryptsInFlight`), so other users of the pool (scrypt, files) never queue behind
-   * a burst. Each slot deciphers with its own imported copy of the key: decryptions sharing one
-   * key object run one at a time whatever the threads (OpenSSL serialises them on the key), about
-   * 3,500/s on this machine's two cores against 6,300/s with four copies. What request handlers
-   * use.
+   * The same off the event loop, on worker threads of Emisor's own (`limits.rsaDecryptWorkers`, in
+   * batches of at most `limits.rsaDecryptBatchMax`), so a burst of ciphered card numbers stalls
+   * neither other requests nor the scrypt checks on libuv's pool. What request handlers use.
    */
   async decryptAsync(text: string, field: string): Promise<Buffer> {
     const bytes = this.#ciphertext(text, field);
-    const slot = await this.#slots.take();
-    try {
-      this.#cryptoKeys[slot] ??= webcrypto.subtle.importKey(
-        "pkcs8",
-        this.#privateKey.export({ format: "der", type: "pkcs8" }),
-        { name: "RSA-OAEP", hash: "SHA-256" },
-        false,
-        ["decrypt"],
-      );
-      const key = await this.#cryptoKeys[slot];
-      return Buffer.from(await webcrypto.subtle.decrypt({ name: "RSA-OAEP" }, key, bytes));
-    } catch {
-      throw undecipherable(field);
-    } finally {
-      this.#slots.give(slot);
-    }
+    // A worker lost twice is the service's failure (500), not the client's ciphertext.
+    const plaintext = await this.#workers.decrypt(bytes);
+    if (!plaintext) throw undecipherable(field);
+    return plaintext;
+  }
+
+  /** Stops the decryption workers (with the app). */
+  close(): Promise<void> {
+    return this.#workers.close();
   }
 
   #ciphertext(text: string, field: string): Buffer {
@@ -173,26 +164,4 @@ function findSystemKey(db: Queryable) {
     .select(["public_key_pem", "private_key_sealed"])
     .where("id", "=", systemKeyId)
     .executeTakeFirst();
-}
-
-/** At most `size` holders at once, each holding a numbered slot; the others wait in arrival order. */
-class Slots {
-  readonly #free: number[];
-  readonly #waiting: Array<(slot: number) => void> = [];
-
-  constructor(size: number) {
-    this.#free = Array.from({ length: size }, (_, i) => size - 1 - i);
-  }
-
-  take(): Promise<number> {
-    const slot = this.#free.pop();
-    if (slot !== undefined) return Promise.resolve(slot);
-    return new Promise((resolve) => this.#waiting.push(resolve));
-  }
-
-  give(slot: number): void {
-    const next = this.#waiting.shift();
-    if (next) next(slot);
-    else this.#free.push(slot);
-  }
 }
