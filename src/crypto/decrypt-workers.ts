@@ -70,13 +70,15 @@ export class DecryptWorkers {
     });
   }
 
+  /** Stops every worker; what is waiting or in a worker's hands fails. */
   async close(): Promise<void> {
     this.#closed = true;
     const slots = [...this.#all];
     this.#all.clear();
     this.#idle.length = 0;
-    for (const pending of this.#queue.splice(0))
-      pending.reject(new Error("the decryption workers are closed"));
+    const closed = new Error("the decryption workers are closed");
+    for (const pending of this.#queue.splice(0)) pending.reject(closed);
+    for (const slot of slots) for (const pending of slot.batch.splice(0)) pending.reject(closed);
     await Promise.all(slots.map((slot) => slot.worker.terminate()));
   }
 
@@ -95,7 +97,10 @@ export class DecryptWorkers {
       slot.batch = [];
       batch.forEach((pending, i) => {
         const plaintext = plaintexts[i];
-        pending.resolve(plaintext ? Buffer.from(plaintext) : undefined);
+        // A Buffer arrives as a Uint8Array over its own copied memory: wrapped, not copied again.
+        pending.resolve(
+          plaintext ? Buffer.from(plaintext.buffer, plaintext.byteOffset, plaintext.byteLength) : undefined,
+        );
       });
       this.#idle.push(slot);
       this.#dispatch();

@@ -51,4 +51,14 @@ describe("ciphered card numbers, deciphered off the event loop on worker threads
     await broken.close();
     await assert.rejects(broken.decrypt(Buffer.alloc(256, 1)), /closed/);
   });
+
+  it("closing fails what is waiting and what a worker holds, instead of leaving it unanswered", async () => {
+    const workers = new DecryptWorkers(privateKey.export({ format: "der", type: "pkcs8" }), 1, 2);
+    const ciphertext = Buffer.from(encryptFor(publicKey, "5311223344556677"), "base64");
+    assert.equal((await workers.decrypt(ciphertext))?.toString(), "5311223344556677");
+    const settled = Promise.allSettled(Array.from({ length: 6 }, () => workers.decrypt(ciphertext)));
+    await workers.close();
+    const results = await settled;
+    assert.ok(results.every((result) => result.status === "rejected"));
+  });
 });
