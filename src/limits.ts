@@ -41,16 +41,19 @@ export const limits = {
   rsaKeyBitsMin: 2048,
   rsaKeyBitsMax: 8192,
   /**
-   * Worker threads that decipher RSA (ciphered card numbers and PINs): one per core, at most 8.
-   * Each is a V8 isolate with Node's worker bootstrap (about 8 MB of RSS, 16 for the first) holding
-   * its own copy of the key; OpenSSL serialises decryptions that share one key object, so copies
-   * are what let them run in parallel. `bench/profile.ts ciphered 8 64`, alternated, against
-   * WebCrypto on libuv's pool (two per pool thread, 3,091-3,333 payments/s): two workers in
-   * batches of up to 8, 3,337 and 3,430; in batches of 16, 3,284 and 3,495; three in batches of 8,
-   * 3,591 and 3,690, but about 31 MB more at the bench's peak (244 MB against the 250 allowed,
-   * where the transfer-out scrypt checks had it at 210-215); four in batches of 2, 3,122 and 3,155.
+   * Worker threads that decipher RSA (ciphered card numbers and PINs): one more than the cores, at
+   * most 8. Each is a V8 isolate with Node's worker bootstrap (about 8 MB of RSS, 16 for the first)
+   * holding its own copy of the key; OpenSSL serialises decryptions that share one key object, so
+   * copies are what let them run in parallel. `bench/profile.ts ciphered 8 64`, alternated, against
+   * WebCrypto on libuv's pool (two per pool thread, 2,834-3,333 payments/s): three workers in
+   * batches of up to 8, 3,478-3,690; two, 3,301-3,513 (and 3,284-3,495 in batches of 16); four in
+   * batches of 2, 3,122 and 3,155. Three fit under the 250 MB target once scrypt checks were
+   * limited to one per core (`scryptInFlight`): the bench's peak went 210-215 -> 244 MB with three
+   * workers and four scrypt checks at once, 212 MB with two.
    */
-  rsaDecryptWorkers: Math.min(8, availableParallelism()),
+  rsaDecryptWorkers: Math.min(8, availableParallelism() + 1),
+  /** scrypt checks (login, PIN) computed at once, one per core; the rest wait in arrival order. */
+  scryptInFlight: availableParallelism(),
   /** Ciphertexts handed to a worker in one message, at most. */
   rsaDecryptBatchMax: 8,
   publicKeyPemLengthMax: 4096,
