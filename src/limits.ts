@@ -49,13 +49,13 @@ export const limits = {
    * batches of up to 8, 3,478-3,690; two, 3,301-3,513 (and 3,284-3,495 in batches of 16); four in
    * batches of 2, 3,122 and 3,155. Three fit under the 250 MB target once scrypt checks were
    * limited to one per core (`scryptInFlight`): the bench's peak went 210-215 -> 244 MB with three
-   * workers and four scrypt checks at once, 212 MB with two.
+   * workers and four scrypt checks at once, 212 MB with two checks at once.
    */
   rsaDecryptWorkers: Math.min(8, availableParallelism() + 1),
-  /** scrypt checks (login, PIN) computed at once, one per core; the rest wait in arrival order. */
-  scryptInFlight: availableParallelism(),
   /** Ciphertexts handed to a worker in one message, at most. */
   rsaDecryptBatchMax: 8,
+  /** scrypt checks (login, PIN) computed at once, one per core; the rest wait in arrival order. */
+  scryptInFlight: availableParallelism(),
   publicKeyPemLengthMax: 4096,
   /** Base64 text of a ciphered value (a 4096-bit ciphertext is 684 characters). */
   cipherTextLengthMax: 1024,

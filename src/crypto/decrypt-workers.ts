@@ -93,6 +93,8 @@ export class DecryptWorkers {
     const slot: Slot = { worker, batch: [] };
     this.#all.add(slot);
     worker.on("message", (plaintexts: Array<Uint8Array | null>) => {
+      // An answer that arrives after close() has nobody waiting for it.
+      if (!this.#all.has(slot)) return;
       const batch = slot.batch;
       slot.batch = [];
       batch.forEach((pending, i) => {
