@@ -5,9 +5,10 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import type { AppContext } from "./context.ts";
 import { errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
-import { handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
+import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
 import { registerIdempotency } from "./http/idempotency.ts";
+import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
@@ -55,10 +56,12 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
     // Router errors (bad percent-encoding, over-long path parameter) answer as envelopes too.
     frameworkErrors: handleFrameworkError,
+    clientErrorHandler: handleClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: Fastify would otherwise parse text/plain bodies into strings instead of a 415.
   app.removeContentTypeParser("text/plain");
+  registerJsonBody(app);
 
   await app.register(swagger, {
     openapi: {

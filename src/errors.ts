@@ -28,6 +28,8 @@ export const errors = {
   bodyRequired: def(1004, 400, "A JSON body is required"),
   invalidCiphertext: def(1005, 400, "A ciphered value could not be deciphered"),
   invalidIdempotencyKey: def(1006, 400, "Idempotency-Key must be 1-255 visible ASCII characters"),
+  headersTooLarge: def(1007, 431, "The request line and headers are larger than 16 KiB"),
+  requestTimeout: def(1008, 408, "The request did not arrive in time", true),
   invalidPublicKey: def(1101, 400, "The public key must be an RSA SPKI PEM of at least 2048 bits"),
   panInClear: def(
     1301,
@@ -97,8 +99,13 @@ export const errors = {
   pinLocked: def(5308, 422, "The card's PIN is locked after repeated wrong PINs; set a new PIN"),
   pinIncorrect: def(5309, 422, "The PIN is incorrect"),
   clientAddressMissing: def(5310, 422, "B2C delivery needs the client's address, and the client has none"),
-  productNotOwned: def(5311, 422, "Only the client that created a product can assign it"),
+  productNotOwned: def(5311, 422, "Only the client that created a product can mint its stock or assign it"),
   pinNotSet: def(5312, 422, "The card has no PIN; set one with PUT /v1/cards/pin"),
+  cardholderIdentityMissing: def(
+    5313,
+    422,
+    "The product requires the cardholder's rfc or curp, which is blank; use a product that allows it",
+  ),
   paymentInsufficientBalance: def(5401, 422, "Your main balance is not enough for this payment"),
   cardNotPayable: def(
     5402,

@@ -6,6 +6,8 @@ import { availableParallelism } from "node:os";
 export const limits = {
   /** Largest request body accepted, in bytes. */
   bodyBytesMax: 64 * 1024,
+  /** Deepest nesting of objects and arrays in a JSON body (the API's bodies use 3). */
+  jsonDepthMax: 32,
   /** Largest amount of a single money movement, in centavos (10,000,000.00 MXN). */
   amountCentsMax: 1_000_000_000n,
   /** Largest balance a client may be funded with at creation, in centavos. */

@@ -62,6 +62,14 @@ test("a missing, malformed, forged or expired token is 401 with its own code", a
   const [payload = ""] = tenant.token.split(".");
   const forged = `${payload}.${"A".repeat(43)}`;
   expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: forged }), 2002, 401);
+  // The signature's last character carries two spare bits; the three other spellings of the same
+  // bytes are not the token (regression: decoding first accepted all four).
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const last = alphabet.indexOf(tenant.token.at(-1) ?? "");
+  for (const spare of [1, 2, 3]) {
+    const respelled = `${tenant.token.slice(0, -1)}${alphabet[last ^ spare]}`;
+    expectError(await call(t.app, "GET", "/v1/catalogs/state", { token: respelled }), 2002, 401);
+  }
   const otherKey = Buffer.alloc(32, 7);
   const now = Math.floor(Date.now() / 1000);
   const foreign = signToken(otherKey, {

@@ -186,6 +186,19 @@ test("assignment validates every field and its scope", async () => {
       field,
     );
   }
+  // delivery_address is required (contract 4.5: "object or null", required): null, not absent.
+  const { delivery_address: _, ...withoutAddress } = assignBody(cardholderId, product.id);
+  const missing = expectError(await put(tenant.token, withoutAddress), 1000, 400);
+  assert.equal(missing.body.message, "delivery_address: is required");
+  // A union of literals names every allowed value, not the first (regression: 'must be "B2B"').
+  const method = expectError(
+    await put(tenant.token, assignBody(cardholderId, product.id, { shipping_method: "DRONE" })),
+    1000,
+    400,
+  );
+  assert.deepEqual((method.body.data as { details: unknown[] }).details, [
+    { field: "shipping_method", rule: "enum", message: 'must be one of "B2B", "B2C", "CUSTOM"' },
+  ]);
   expectOk(
     await put(
       tenant.token,
@@ -503,4 +516,44 @@ test("a product allowing blank RFC or CURP lets its clients register cardholders
   const strangerBody = body({});
   delete strangerBody.curp;
   expectError(await register(stranger, strangerBody), 1000, 400);
+});
+
+test("a card of a product that requires RFC or CURP is not assigned to a cardholder without it (5313)", async () => {
+  // Regression (contract audit): a product allowing blank RFC let the cardholder in, and then a
+  // product requiring it issued that cardholder a card.
+  const owner = await createTenant(t);
+  const lenient = await createProduct(t, owner, { allow_blank_rfc: true, allow_blank_curp: true });
+  const strict = await createProduct(t, owner);
+  const curpOnly = await createProduct(t, owner, { allow_blank_curp: true });
+  for (const product of [lenient, strict, curpOnly]) await mintStock(t, owner, product.id, 1);
+  const withoutBoth = cardholderBody();
+  delete withoutBoth.rfc;
+  delete withoutBoth.curp;
+  const holder = expectOk(
+    await call<{ cardholder: { id: string } }>(t.app, "POST", "/v1/cardholders", {
+      token: owner.token,
+      body: withoutBoth,
+    }),
+  ).cardholder.id;
+  const refused = expectError(await put(owner.token, assignBody(holder, strict.id)), 5313, 422);
+  assert.equal(refused.body.message, "The product requires the cardholder's rfc, which is blank");
+  const curp = expectError(await put(owner.token, assignBody(holder, curpOnly.id)), 5313, 422);
+  assert.equal(curp.body.message, "The product requires the cardholder's rfc, which is blank");
+  // Nothing was taken from the strict product's stock.
+  const stock = await t.ctx.db
+    .selectFrom("cards")
+    .select((eb) => eb.fn.countAll<string>().as("n"))
+    .where("product_id", "=", strict.id)
+    .where("status", "=", "NOT_ASSIGNED")
+    .executeTakeFirstOrThrow();
+  assert.equal(Number(stock.n), 1);
+  const assigned = expectOk(
+    await call<{ cardholder: { rfc: string | null; curp: string | null } }>(t.app, "PUT", "/v1/cards", {
+      token: owner.token,
+      body: assignBody(holder, lenient.id),
+    }),
+  );
+  // Blank is null here as in the cardholder's own answers, not "" (regression: the two differed).
+  assert.equal(assigned.cardholder.rfc, null);
+  assert.equal(assigned.cardholder.curp, null);
 });

@@ -215,6 +215,10 @@ test("query validation: unknown types, bad cursors, limits and dates are 1000 na
     ["?limit=101", "limit"],
     ["?created_from=yesterday", "created_from"],
     ["?created_to=2025-13-01T00:00:00Z", "created_to"],
+    // Regression (contract audit): instants outside years 1-9999 reached PostgreSQL and were 500s.
+    ["?created_from=0000-01-01T00:00:00Z", "created_from"],
+    ["?created_to=0000-01-01T00:00:00%2B01:00", "created_to"],
+    ["?created_from=9999-12-31T23:59:59-12:00", "created_from"],
     ["?client_id=nope", "client_id"],
     ["?colour=blue", "colour"],
   ];

@@ -1,8 +1,9 @@
 // Proves the HTTP shape: every failure class answers its own catalog code in the envelope.
 import assert from "node:assert/strict";
+import { connect } from "node:net";
 import { after, before, test } from "node:test";
 import { limits } from "../src/limits.ts";
-import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 
 let t: TestApp;
@@ -130,6 +131,136 @@ test("money with more than 2 decimals, zero, negative, or as a string: 1000", as
     expectError(response, 1000, 400);
   }
   expectOk(await call(t.app, "POST", "/v1/sandbox/funding", { token: tenant.token, body: { amount: 0.01 } }));
+});
+
+test("a body that is not UTF-8, or declares another charset, is refused instead of stored with U+FFFD", async () => {
+  // Regression (contract audit): "JOS\xC9" in Latin-1 was decoded to "JOS\uFFFD" and stored.
+  const latin1 = Buffer.concat([
+    Buffer.from('{"api_client":{"api_key":"JOS'),
+    Buffer.from([0xc9]),
+    Buffer.from('","password":"p"}}'),
+  ]);
+  const response = await t.app.inject({
+    method: "POST",
+    url: "/v1/auth/login",
+    headers: { "content-type": "application/json" },
+    payload: latin1,
+  });
+  assert.equal(response.statusCode, 400);
+  assert.equal(response.json().code, 1001);
+  assert.match(response.json().message, /UTF-8/);
+  for (const charset of ["latin1", "utf-16", '"iso-8859-1"']) {
+    const declared = await call(t.app, "POST", "/v1/auth/login", {
+      raw: "{}",
+      headers: { "content-type": `application/json; charset=${charset}` },
+    });
+    expectError(declared, 1003, 415);
+  }
+  // UTF-8 said in any of its spellings, and a byte-order mark, are fine.
+  for (const charset of ["utf-8", "UTF8", '"utf-8"']) {
+    const fine = await call(t.app, "POST", "/v1/sandbox/funding", {
+      token: tenant.token,
+      raw: '\ufeff{"amount":1}',
+      headers: { "content-type": `application/json; charset=${charset}` },
+    });
+    expectOk(fine);
+  }
+});
+
+test("JSON nested deeper than the limit is 400/1000, not a 500 from a stack overflow, even before login", async () => {
+  // Regression (contract audit): 8,000 nested arrays overflowed the stack of the validation walk.
+  const deep = `{"api_client":${"[".repeat(8000)}${"]".repeat(8000)}}`;
+  const response = await call(t.app, "POST", "/v1/auth/login", { raw: deep });
+  expectError(response, 1000, 400);
+  assert.equal((response.body.data as { details: Array<{ rule: string }> }).details[0]?.rule, "depth");
+  const atLimit = `{"api_client":${"[".repeat(limits.jsonDepthMax - 1)}${"]".repeat(limits.jsonDepthMax - 1)}}`;
+  // At the limit the body is read, and refused by the schema instead.
+  const read = await call(t.app, "POST", "/v1/auth/login", { raw: atLimit });
+  expectError(read, 1000, 400);
+  assert.equal((read.body.data as { details: Array<{ rule: string }> }).details[0]?.rule, "type");
+});
+
+test("a number with more digits than a double holds is refused, not rounded into an amount", async () => {
+  // Regression (contract audit): 0.009999999999999999999 parsed to 0.01 and was charged.
+  const before = expectOk(
+    await call<{ available: number }>(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  for (const amount of [
+    "0.009999999999999999999",
+    "1.00000000000000000001",
+    "12345678901234567890",
+    "1e-400",
+  ]) {
+    const response = await call(t.app, "POST", "/v1/sandbox/funding", {
+      token: tenant.token,
+      raw: `{"amount":${amount}}`,
+    });
+    expectError(response, 1000, 400);
+    assert.deepEqual((response.body.data as { details: unknown[] }).details, [
+      {
+        field: "amount",
+        rule: "number",
+        message: `${amount} cannot be read exactly as a number: send at most 15 significant digits`,
+      },
+    ]);
+  }
+  const after = expectOk(
+    await call<{ available: number }>(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  assert.equal(after.available, before.available);
+  // What a JSON encoder writes from a double reads exactly, however many digits it has.
+  expectOk(
+    await call(t.app, "POST", "/v1/sandbox/funding", { token: tenant.token, raw: '{"amount":100.10}' }),
+  );
+  const huge = await call(t.app, "POST", "/v1/sandbox/funding", {
+    token: tenant.token,
+    raw: '{"amount":1e300}',
+  });
+  expectError(huge, 1000, 400);
+  assert.match(huge.body.message, /^amount: must be at most /);
+});
+
+test("an operation without a body takes the Content-Type header the contract requires, and refuses a body", async () => {
+  // Regression (contract audit): logout with Content-Type: application/json and no body was 1004.
+  const session = await login(t.app, tenant.apiKey, tenant.password);
+  const refused = await call(t.app, "POST", "/v1/auth/logout", { token: session, body: { x: 1 } });
+  expectError(refused, 1000, 400);
+  assert.match(refused.body.message, /^body: this operation takes no body/);
+  const response = await call(t.app, "POST", "/v1/auth/logout", {
+    token: session,
+    headers: { "content-type": "application/json" },
+  });
+  expectOk(response);
+  expectError(await call(t.app, "GET", "/v1/catalogs/gender", { token: session }), 2004, 401);
+});
+
+test("requests Node's HTTP parser refuses answer the envelope, then close", async () => {
+  // Regression (contract audit): Fastify's own {"error","message","statusCode"} body.
+  const address = await t.app.listen({ port: 0, host: "127.0.0.1" });
+  const { port } = new URL(address);
+  const raw = (request: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => socket.end(request));
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+  const badHeader = await raw(
+    "GET /v1/catalogs/gender HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x7f\r\n\r\n",
+  );
+  assert.match(badHeader, /^HTTP\/1\.1 400 /);
+  assert.deepEqual(JSON.parse(badHeader.slice(badHeader.indexOf("\r\n\r\n") + 4)), {
+    success: false,
+    code: 1000,
+    message: "The HTTP request is malformed",
+    data: null,
+  });
+  const tooLarge = await raw(`GET /v1/catalogs/gender?x=${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  assert.match(tooLarge, /^HTTP\/1\.1 431 /);
+  assert.equal(JSON.parse(tooLarge.slice(tooLarge.indexOf("\r\n\r\n") + 4)).code, 1007);
 });
 
 test("/health, /ready, /metrics, /openapi.json, /docs", async () => {

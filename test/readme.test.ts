@@ -28,7 +28,7 @@ test("catalog codes are unique and their class matches their HTTP status", () =>
   const codes = Object.values(errors).map((d) => d.code);
   assert.equal(new Set(codes).size, codes.length);
   const classOf: Record<string, number[]> = {
-    "1": [400, 413, 415],
+    "1": [400, 408, 413, 415, 431],
     "2": [401, 403, 429],
     "3": [404],
     "4": [409],

@@ -228,6 +228,16 @@ test("a signed but malformed abono is 400 with the failed fields; STP-style inte
   ) as AbonoAnswer;
   assert.equal(ok.transfer_operation?.fecha_operacion, "2025-01-21");
   expectError(await postSigned(t, incoming, abono(tenant.clabe, { FechaOperacion: 20250230 })), 1000, 400);
+  // Regression (contract audit): year 0000 is a date to JavaScript, not to PostgreSQL (a 500 the
+  // rail would retry for ever).
+  for (const fields of [
+    { FechaOperacion: "0000-01-01" },
+    { FechaOperacion: "00000101" },
+    { TsLiquidacion: "0000-01-01T00:00:00Z" },
+    { TsLiquidacion: 253402300800000 },
+  ]) {
+    expectError(await postSigned(t, incoming, abono(tenant.clabe, fields)), 1000, 400);
+  }
   expectError(await postSigned(t, incoming, null, { raw: "{not json" }), 1001, 400);
 });
 
@@ -267,6 +277,11 @@ test("sandbox incoming credits one of your CLABEs through the same path; another
   expectError(await sandbox(tenant.token, { clabe: fresh.clabe, amount: 1 }), 3501, 404);
   expectError(await sandbox(fresh.token, { clabe: "646180999999999990", amount: 1 }), 3501, 404);
   expectError(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 0 }), 1000, 400);
+  expectError(
+    await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, operation_date: "0000-01-01" }),
+    1000,
+    400,
+  );
   assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 2);
   await assertLedgerBalanced(t);
 });

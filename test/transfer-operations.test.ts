@@ -190,6 +190,14 @@ test("bounds: dates required and real, init <= end, a range of at most 366 days,
   await bad(`${march}&page=x`, "page");
   await bad(`${march}&cursor=not-a-cursor`, "cursor");
   await bad(`${march}&cursor=${Buffer.from('{"d":"x"}').toString("base64url")}`, "cursor");
+  // Regression (contract audit): dates PostgreSQL cannot hold reached it and answered 500.
+  await bad("init_date=0000-01-01&end_date=0000-01-31", "init_date");
+  for (const day of ["2026-02-30", "2026-13-45", "0000-00-00", "0000-01-01"]) {
+    await bad(
+      `${march}&cursor=${Buffer.from(`{"d":"${day}","s":"2","p":2}`).toString("base64url")}`,
+      "cursor",
+    );
+  }
   await bad(`${march}&sort=asc`, "sort");
   expectError(
     await call(t.app, "GET", `/v1/transfer/clabe/collection/123/operations?${march}`, {

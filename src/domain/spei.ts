@@ -89,7 +89,8 @@ export function operationDateOf(instant: Date): string {
 
 /** True when `text` is YYYY-MM-DD naming a real calendar day. */
 export function isRealDate(text: string): boolean {
-  if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text)) return false;
+  // Year 0000 is a day to Date but not to PostgreSQL.
+  if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text) || text.startsWith("0000")) return false;
   const date = new Date(`${text}T00:00:00Z`);
   return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
 }

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError, type ErrorDef, errors } from "../errors.ts";
 import { failure } from "./envelope.ts";
@@ -108,6 +110,30 @@ export function handleFrameworkError(error: FastifyError, request: FastifyReques
     return send(reply, errors.validationFailed, "The URL is not valid (bad percent-encoding)");
   }
   return handleError(error, request, reply);
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (headers over 16 KiB, a byte not
+ * allowed in a header, a garbled request line, both Content-Length and Transfer-Encoding, a request
+ * that does not arrive within Node's requestTimeout): Fastify's default writes a body of its own;
+ * this writes the envelope, then closes the connection as Node does.
+ */
+export function handleClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const def =
+    error.code === "HPE_HEADER_OVERFLOW"
+      ? errors.headersTooLarge
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? errors.requestTimeout
+        : errors.validationFailed;
+  const message = def === errors.validationFailed ? "The HTTP request is malformed" : def.message;
+  const body = JSON.stringify(failure(def, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${def.status} ${STATUS_CODES[def.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

@@ -1,4 +1,5 @@
 import { type Static, type TSchema, Type } from "typebox";
+import { invalidField } from "../errors.ts";
 import { limits } from "../limits.ts";
 import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 
@@ -63,10 +64,26 @@ export const Longitude = Type.Number({
 export const DateString = (description?: string) =>
   Type.String({
     format: "date",
-    pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    // Year 0000 is a date to ajv but not to PostgreSQL.
+    pattern: "^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}$",
     "x-message": "must be a real date YYYY-MM-DD",
     ...(description ? { description } : {}),
   });
+
+// The instants PostgreSQL and Date.prototype.toISOString both write as YYYY: years 1 to 9999, UTC.
+const earliestInstant = Date.parse("0001-01-01T00:00:00.000Z");
+const latestInstant = Date.parse("9999-12-31T23:59:59.999Z");
+
+/** A timestamp a client sent (ISO 8601 text or epoch milliseconds), within years 0001-9999 UTC. */
+export function instantOf(value: string | number, field: string): Date {
+  const date = new Date(value);
+  const time = date.getTime();
+  if (Number.isNaN(time)) throw invalidField(field, "format", "must be a timestamp");
+  if (time < earliestInstant || time > latestInstant) {
+    throw invalidField(field, "range", "must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z");
+  }
+  return date;
+}
 
 /**
  * A response value that may be null, as one schema with a list of types (`["string", "null"]`;

@@ -11,9 +11,11 @@ import type { ValidationDetail } from "../errors.ts";
  */
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
+/** Decimals of a finite number as its shortest form writes them (1e+300 has none, 1.5e-7 eight). */
 function decimalsOf(value: number): number | undefined {
-  const match = /^-?[0-9]+(?:\.([0-9]+))?$/.exec(String(value));
-  return match ? (match[1]?.length ?? 0) : undefined;
+  if (!Number.isFinite(value)) return undefined;
+  const [mantissa = "", exponent = "0"] = String(value).split("e");
+  return Math.max(0, (mantissa.split(".")[1]?.length ?? 0) - Number(exponent));
 }
 
 function makeAjv(coerce: boolean): Ajv {
@@ -139,15 +141,27 @@ function messageOf(error: ErrorObject): string {
 export function validationDetails(errors: ErrorObject[], context: string | undefined): ValidationDetail[] {
   const seen = new Set<string>();
   const details: ValidationDetail[] = [];
+  // A union of literals (B2B | B2C | CUSTOM) fails once per literal: one detail lists them all.
+  const allowed = new Map<string, unknown[]>();
+  for (const error of errors) {
+    if (error.keyword !== "const") continue;
+    const field = fieldOf(error, context);
+    allowed.set(field, [...(allowed.get(field) ?? []), error.params.allowedValue]);
+  }
   for (const error of errors) {
     // anyOf/oneOf add a summary after their branches' errors; the branches say more.
     if (error.keyword === "anyOf" || error.keyword === "oneOf" || error.keyword === "if") continue;
     const field = fieldOf(error, context);
-    const rule = error.keyword;
+    const values = error.keyword === "const" ? (allowed.get(field) ?? []) : [];
+    const rule = values.length > 1 ? "enum" : error.keyword;
     const key = `${field}|${rule}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    details.push({ field, rule, message: messageOf(error) });
+    const message =
+      values.length > 1
+        ? `must be one of ${values.map((v) => JSON.stringify(v)).join(", ")}`
+        : messageOf(error);
+    details.push({ field, rule, message });
   }
   return details;
 }

@@ -9,7 +9,8 @@ export type Cents = bigint;
 export const currencyCode = "484";
 
 // String(n) of a finite number below 1e21 is its shortest round-trip decimal, so the decimals
-// a client sent are exactly the decimals we see (100.10 arrives as 100.1, 1e2 as 100).
+// a client sent are exactly the decimals we see (100.10 arrives as 100.1, 1e2 as 100): a JSON
+// number with more digits than a double holds is refused before it becomes one (json-body.ts).
 const pesosPattern = /^([0-9]+)(?:\.([0-9]{1,2}))?$/;
 
 /**
@@ -23,6 +24,10 @@ export function parsePesos(
 ): Cents {
   if (typeof value !== "number" || !Number.isFinite(value)) {
     throw invalidField(field, "money", "must be a finite number of pesos");
+  }
+  // 1e300 is refused for its size, not for its decimals (its String() is "1e+300").
+  if (value > Number(options.maxCents) / 100) {
+    throw invalidField(field, "money", `must be at most ${formatPesos(options.maxCents)}`);
   }
   const match = pesosPattern.exec(String(value));
   if (!match) {

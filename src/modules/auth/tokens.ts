@@ -33,8 +33,10 @@ const tokenPattern = /^[A-Za-z0-9_-]{10,600}\.[A-Za-z0-9_-]{43}$/;
 export function verifyToken(key: Buffer, token: string, nowSeconds: number): TokenClaims {
   if (!tokenPattern.test(token)) throw new AppError(errors.tokenInvalid);
   const [payload = "", signature = ""] = token.split(".");
-  const expected = createHmac("sha256", key).update(payload).digest();
-  const given = Buffer.from(signature, "base64url");
+  // Compared as text: decoding first would ignore the last character's two spare bits, and accept
+  // four spellings of one token.
+  const expected = Buffer.from(createHmac("sha256", key).update(payload).digest("base64url"));
+  const given = Buffer.from(signature);
   if (given.length !== expected.length || !timingSafeEqual(given, expected))
     throw new AppError(errors.tokenInvalid);
   const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as TokenClaims;

@@ -36,7 +36,8 @@ export const AssignCardBody = Type.Object(
     observations: Text(0, 100),
     shipping_method: Type.Union([Type.Literal("B2B"), Type.Literal("B2C"), Type.Literal("CUSTOM")]),
     delivery_type: Type.Union([Type.Literal("STANDARD"), Type.Literal("EXPRESS")]),
-    delivery_address: Type.Optional(Type.Union([DeliveryAddress, Type.Null()])),
+    // Required, as contract 4.5 lists it: null unless shipping_method is CUSTOM.
+    delivery_address: Type.Union([DeliveryAddress, Type.Null()]),
   },
   { additionalProperties: false },
 );
@@ -48,8 +49,8 @@ export const AssignCardData = Type.Object({
     second_name: Type.String(),
     surname: Type.String(),
     second_surname: Type.String(),
-    rfc: Type.String(),
-    curp: Type.String(),
+    rfc: OrNull(Type.String(), { description: "null when blank (a product allowed it)" }),
+    curp: OrNull(Type.String(), { description: "null when blank (a product allowed it)" }),
   }),
   card: Type.Object({
     id: Type.String(),

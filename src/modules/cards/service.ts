@@ -47,6 +47,17 @@ export async function assignCard(
     const product = await findVisibleProduct(tx, caller.clientId, body.product_id);
     if (!product) throw new AppError(errors.productNotFound);
     if (product.status !== "ACTIVE") throw new AppError(errors.productInactive);
+    // A blank rfc (curp) was allowed by some product; this one must allow it too.
+    for (const [field, blank, allowed] of [
+      ["rfc", cardholder.rfc === null, product.allow_blank_rfc],
+      ["curp", cardholder.curp === null, product.allow_blank_curp],
+    ] as const) {
+      if (blank && !allowed) {
+        throw new AppError(errors.cardholderIdentityMissing, {
+          message: `The product requires the cardholder's ${field}, which is blank`,
+        });
+      }
+    }
     const address = await deliveryAddress(tx, body, cardholder);
     const stock = await repo.takeStockCard(tx, product.id);
     if (!stock) throw new AppError(errors.stockEmpty);
@@ -113,8 +124,8 @@ export async function assignCard(
         second_name: cardholder.second_name ?? "",
         surname: cardholder.surname,
         second_surname: cardholder.second_surname ?? "",
-        rfc: cardholder.rfc ?? "",
-        curp: cardholder.curp ?? "",
+        rfc: cardholder.rfc,
+        curp: cardholder.curp,
       },
       card: {
         id: stock.id,

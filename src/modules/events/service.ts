@@ -1,6 +1,7 @@
 import type { Db } from "../../db/database.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import { instantOf } from "../../http/schemas.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { type EventRow, listEventsInScope } from "./repository.ts";
 
@@ -46,8 +47,8 @@ export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery)
     scopeClientId: caller.clientId,
     clientId: query.client_id,
     types: query.type?.split(","),
-    createdFrom: query.created_from ? new Date(query.created_from) : undefined,
-    createdTo: query.created_to ? new Date(query.created_to) : undefined,
+    createdFrom: query.created_from ? instantOf(query.created_from, "created_from") : undefined,
+    createdTo: query.created_to ? instantOf(query.created_to, "created_to") : undefined,
     afterSeq: query.after === undefined ? undefined : BigInt(query.after),
     limit: query.limit + 1,
   });

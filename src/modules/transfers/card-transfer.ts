@@ -6,7 +6,7 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
-import { Pesos } from "../../http/schemas.ts";
+import { OrNull, Pesos } from "../../http/schemas.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
@@ -47,8 +47,8 @@ export const CardTransferData = Type.Object({
   }),
   account: Type.Object({
     account_id: Type.String(),
-    rfc: Type.String(),
-    curp: Type.String(),
+    rfc: OrNull(Type.String(), { description: "null when blank (a product allowed it)" }),
+    curp: OrNull(Type.String(), { description: "null when blank (a product allowed it)" }),
     primary_phone: Type.String(),
     mobile_phone: Type.String(),
     observations: Type.String(),
@@ -113,8 +113,8 @@ export async function sendCardTransfer(
       },
       account: {
         account_id: locked.account_id,
-        rfc: person?.rfc ?? "",
-        curp: person?.curp ?? "",
+        rfc: person?.rfc ?? null,
+        curp: person?.curp ?? null,
         primary_phone: person?.primary_phone ?? "",
         mobile_phone: person?.mobile_phone ?? "",
         observations: account.observations,

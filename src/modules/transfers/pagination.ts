@@ -1,3 +1,4 @@
+import { isRealDate } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import { limits } from "../../limits.ts";
 
@@ -59,7 +60,7 @@ export function decodeCursor(text: string): Cursor {
   const { d, s, p } = (parsed ?? {}) as { d?: unknown; s?: unknown; p?: unknown };
   if (
     typeof d !== "string" ||
-    !/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(d) ||
+    !isRealDate(d) ||
     typeof s !== "string" ||
     !/^[1-9][0-9]{0,17}$/.test(s) ||
     typeof p !== "number" ||

@@ -4,6 +4,7 @@ import type { AppContext } from "../../context.ts";
 import { AppError, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
+import { readJsonBody } from "../../http/json-body.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -134,9 +135,8 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     const raw = body as Buffer;
     request.rawBody = raw;
-    if (raw.length === 0) return done(new AppError(errors.bodyRequired), undefined);
     try {
-      done(null, JSON.parse(raw.toString("utf8")));
+      done(null, readJsonBody(request, raw));
     } catch (error) {
       done(error as Error, undefined);
     }

@@ -1,7 +1,16 @@
 import { type Static, Type } from "typebox";
 import { isRealDate, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
-import { DateString, Digits, DigitsBetween, OrNull, PageQuery, Pesos, Text } from "../../http/schemas.ts";
+import {
+  DateString,
+  Digits,
+  DigitsBetween,
+  instantOf,
+  OrNull,
+  PageQuery,
+  Pesos,
+  Text,
+} from "../../http/schemas.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { Abono } from "./service.ts";
@@ -226,10 +235,7 @@ export function railDate(value: string | number, field: string): string {
 }
 
 export function railTimestamp(value: string | number | undefined, field: string): Date | undefined {
-  if (value === undefined) return undefined;
-  const date = new Date(value);
-  if (Number.isNaN(date.getTime())) throw invalidField(field, "format", "must be a timestamp");
-  return date;
+  return value === undefined ? undefined : instantOf(value, field);
 }
 
 export function abonoOf(body: IncomingBodyType): Abono {
