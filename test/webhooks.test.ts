@@ -128,7 +128,7 @@ test(`defaults: every type (["*"]), own events only; the same Idempotency-Key re
   assert.equal(listed.total, 1);
 });
 
-test("URLs in sandbox: https anywhere, http only to localhost or 127.0.0.1 on any port", async () => {
+test("URLs in sandbox: https to public hosts, http or https only to localhost or 127.0.0.1 on any port", async () => {
   for (const url of [
     "https://hooks.example.com/x",
     "http://localhost:8080/hook",
@@ -145,6 +145,11 @@ test("URLs in sandbox: https anywhere, http only to localhost or 127.0.0.1 on an
     ["not a url", /absolute URL/],
     ["/relative/path", /absolute URL/],
     ["http://user:pw@localhost/x", /credentials/],
+    // Regression (contract audit): sandbox skipped the private-address check for https.
+    ["https://169.254.169.254/latest", /local or private/],
+    ["https://10.0.0.1/x", /local or private/],
+    ["https://0.0.0.0/", /local or private/],
+    ["https://[::1]/x", /local or private/],
   ] as const) {
     expectUrlRejected(await create(again.token, { url }), message);
   }

@@ -1,5 +1,6 @@
 import { returnCauseText } from "../../domain/spei.ts";
 import { toPesos } from "../../ledger/money.ts";
+import { maskedCardNumber } from "../cards/card-number.ts";
 import { institutionByCode } from "../catalogs/data.ts";
 import type { SpeiOrderRow, TransferOperationRow } from "./repository.ts";
 
@@ -62,7 +63,12 @@ export function renderOrder(row: SpeiOrderRow) {
     ts_liquidacion: iso(row.settled_at),
     returned_at: iso(row.returned_at),
     beneficiary: {
-      account: row.beneficiary_account,
+      // A beneficiary's card number is shown as Emisor's own are: the last four digits only. The
+      // order keeps it whole for the rail; answers, events and webhooks never carry it.
+      account:
+        row.beneficiary_account_type === "CARD"
+          ? maskedCardNumber(row.beneficiary_account.slice(-4))
+          : row.beneficiary_account,
       account_type: row.beneficiary_account_type,
       institution: {
         key: row.beneficiary_institution,
