@@ -207,8 +207,14 @@ test("with id, an ACTIVE card of the caller's subtree pays (UUID or ciphered num
   assert.equal(await balanceOf(t.ctx.db, owner.clientId), mainBefore);
   const cipher = encryptFor(t.ctx.systemKey.publicKeyPem, await panOf(t, card.id));
   expectError(await topup(owner, body({ id: cipher })), 5601, 422); // 50.00 left, 100.00 asked
-  expectOk(await topup(owner, body({ id: cipher, product_id: "TELCEL_50" })));
+  const fifty = body({ id: cipher, product_id: "TELCEL_50" });
+  const paidFifty = expectOk(await topup(owner, fifty, "fifty"));
   assert.equal(await balanceOf(t.ctx.db, card.id), 0n);
+  // A retry ciphering the card number again is a replay (regression: 4001, the ciphertext differed).
+  const recipher = { ...fifty, id: encryptFor(t.ctx.systemKey.publicKeyPem, await panOf(t, card.id)) };
+  const replay = await topup(owner, recipher, "fifty");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.deepEqual(expectOk(replay), paidFifty);
   expectError(await topup(owner, body({ id: inactive.id })), 5307, 422);
   expectError(await topup(tenant, body({ id: card.id })), 3302, 404);
   expectError(await topup(owner, body({ id: randomUUID() })), 3302, 404);

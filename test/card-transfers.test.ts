@@ -15,6 +15,7 @@ import {
   createCardholder,
   createProduct,
   mintStock,
+  panOf,
 } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { speiSimulator } from "./helpers/rails.ts";
@@ -292,11 +293,21 @@ test("an idempotent retry sends once; another body with the key is 409", async (
   assert.deepEqual(again.body, first.body);
   assert.equal(again.headers["idempotent-replayed"], "true");
   expectError(await send(tenant, body(card.id, { amount: 101 }), key), 4001, 409);
+  // Ciphered again on retry (card number and PIN): the same request, replayed (regression: 4001).
+  const pem = t.ctx.systemKey.publicKeyPem;
+  const pan = await panOf(t, card.id);
+  const ciphered = () => body(encryptFor(pem, pan), { pin: encryptFor(pem, "4821") });
+  const cipheredKey = { "idempotency-key": "renta-diciembre" };
+  const firstCiphered = expectOk(await send(tenant, ciphered(), cipheredKey));
+  const retried = await send(tenant, ciphered(), cipheredKey);
+  assert.equal(retried.headers["idempotent-replayed"], "true");
+  assert.deepEqual(expectOk(retried), firstCiphered);
+  expectError(await send(tenant, body(encryptFor(pem, pan), { amount: 99 }), cipheredKey), 4001, 409);
   const orders = await t.ctx.db
     .selectFrom("spei_orders")
     .select("id")
     .where("card_id", "=", card.id)
     .execute();
-  assert.equal(orders.length, 1);
-  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 11_160n);
+  assert.equal(orders.length, 2);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 2n * 11_160n);
 });

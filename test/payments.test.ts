@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
+import { encryptFor } from "../src/crypto/rsa.ts";
 import type { AppError } from "../src/errors.ts";
 import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
@@ -187,6 +188,31 @@ test("an idempotent retry pays once, even when the retries race; another body wi
   assert.deepEqual(mixed.map((r) => r.status).sort(), [200, 409]);
   const paidOnce = 100n * 100n - 1000n - 500n - (mixed[0]?.status === 200 ? 100n : 200n);
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), paidOnce);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("a retry that ciphers the card number again, or writes the UUID in capitals, is a replay, not a 409", async () => {
+  // Regression (contract audit): RSA-OAEP gives another ciphertext at every encryption, and the
+  // key's fingerprint held the ciphertext, so a client that ciphered again on retry got 4001.
+  const tenant = await createTenant(t, { available: 100 });
+  const [card, other] = await cardsFor(t, tenant, 2);
+  assert.ok(card && other);
+  const pem = t.ctx.systemKey.publicKeyPem;
+  const pan = await panOf(t, card.id);
+  const key = { "idempotency-key": "pay-ciphered" };
+  const first = expectOk(await pay(tenant, encryptFor(pem, pan), 10, {}, key));
+  const again = await pay(tenant, encryptFor(pem, pan), 10, {}, key);
+  assert.equal(again.headers["idempotent-replayed"], "true");
+  assert.deepEqual(expectOk(again), first);
+  // What the ciphertext names still counts: another card, or another amount, is another request.
+  expectError(await pay(tenant, encryptFor(pem, await panOf(t, other.id)), 10, {}, key), 4001, 409);
+  expectError(await pay(tenant, encryptFor(pem, pan), 11, {}, key), 4001, 409);
+  const upperKey = { "idempotency-key": "pay-upper" };
+  const byId = expectOk(await pay(tenant, card.id, 5, {}, upperKey));
+  const upper = await pay(tenant, card.id.toUpperCase(), 5, {}, upperKey);
+  assert.equal(upper.headers["idempotent-replayed"], "true");
+  assert.deepEqual(expectOk(upper), byId);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 10_000n - 1_000n - 500n);
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
 

@@ -20,6 +20,18 @@ export interface IdempotencyScope {
   requestHash: string;
 }
 
+/**
+ * The start of an IdempotencyScope on a route whose body carries ciphered values (a card number, a
+ * PIN under RSA-OAEP). A ciphertext differs at every encryption, so it cannot be fingerprinted: a
+ * client that ciphers again when it retries would get 4001 instead of its answer. The hook
+ * fingerprints the rest of the body; the service, once it has deciphered the values, completes
+ * the fingerprint with what they name (the card, never the number). A credential (the PIN) is
+ * left out: it is checked again on every attempt, and it is not what the operation does.
+ */
+export interface IdempotencyDraft {
+  complete(named: Record<string, string | undefined>): IdempotencyScope;
+}
+
 export interface StoredResponse {
   status: number;
   body: Envelope;
@@ -129,6 +141,19 @@ export async function findStoredResponse(
   if (!row) return undefined;
   if (row.request_hash !== scope.requestHash) throw new AppError(errors.idempotencyKeyReused);
   return { status: row.response_status, body: row.response_body as Envelope, replayed: true };
+}
+
+/**
+ * Completes a draft (see IdempotencyDraft) and looks the key up, as the hook does for the other
+ * routes: `stored` is the first answer to replay (a different request under the key is 4001).
+ */
+export async function completeDraft(
+  db: Queryable,
+  draft: IdempotencyDraft | undefined,
+  named: Record<string, string | undefined>,
+): Promise<{ scope: IdempotencyScope | undefined; stored: IdempotentResult | undefined }> {
+  const scope = draft?.complete(named);
+  return { scope, stored: scope && (await findStoredResponse(db, scope)) };
 }
 
 /** Keys older than the retention are forgotten (the architecture requires at least 24 h). */

@@ -9,6 +9,7 @@ import type { Caller } from "./caller.ts";
 export function registerAuth(app: FastifyInstance, auth: AuthService): void {
   app.decorateRequest("caller", null as never);
   app.decorateRequest("idempotency", undefined);
+  app.decorateRequest("idempotencyDraft", undefined);
   // A callback, not an async function: a caller known at once costs no promise.
   app.addHook("onRequest", (request, _reply, done) => {
     if (request.routeOptions.config.auth === false || !request.routeOptions.url?.startsWith("/v1/"))

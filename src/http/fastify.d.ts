@@ -1,5 +1,5 @@
 import "fastify";
-import type { IdempotencyScope } from "../db/idempotency.ts";
+import type { IdempotencyDraft, IdempotencyScope } from "../db/idempotency.ts";
 import type { Caller } from "./caller.ts";
 
 declare module "fastify" {
@@ -8,6 +8,8 @@ declare module "fastify" {
     caller: Caller;
     /** Set when an idempotent route received an Idempotency-Key header. */
     idempotency: IdempotencyScope | undefined;
+    /** Instead of `idempotency` on routes with `cipheredFields`: the service completes it. */
+    idempotencyDraft: IdempotencyDraft | undefined;
     /** The exact bytes of a signed rail callback's body (set only on /v1/rails routes). */
     rawBody: Buffer | undefined;
   }
@@ -17,11 +19,10 @@ declare module "fastify" {
     /** true: the route honours Idempotency-Key. */
     idempotent?: boolean;
     /**
-     * true: the route's own work finds a stored answer for the key, under the locks it takes
-     * anyway (payments: the batcher), so the hook only checks the key and fingerprints the
-     * request, and a first attempt costs no lookup of its own.
+     * Body fields that may hold ciphered values: left out of the hook's fingerprint, which the
+     * service completes once it has deciphered them (request.idempotencyDraft).
      */
-    replaysUnderLock?: boolean;
+    cipheredFields?: readonly string[];
     /** true: the route counts against the per-API-key rate limit. */
     rateLimited?: boolean;
   }

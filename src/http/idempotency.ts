@@ -1,6 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Db } from "../db/database.ts";
-import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
+import {
+  findStoredResponse,
+  type IdempotencyDraft,
+  type IdempotentResult,
+  requestHash,
+} from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
 
@@ -10,7 +15,8 @@ const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax
  * Routes marked `config: { idempotent: true }` accept an `Idempotency-Key` header. This hook
  * validates it, fingerprints the request, and answers a repeated key at once from the store
  * (the service still guards the race inside its transaction: see db/idempotency.ts), except on
- * routes marked `replaysUnderLock`, whose work finds the stored answer itself.
+ * routes with `cipheredFields`: there it leaves a draft the service completes once it has
+ * deciphered them (IdempotencyDraft), and the service asks the store itself.
  */
 export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffer): void {
   const checkKey = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -18,12 +24,28 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
     if (header === undefined) return;
     if (typeof header !== "string" || !keyPattern.test(header))
       throw new AppError(errors.invalidIdempotencyKey);
+    const path = request.url.split("?")[0] ?? "";
+    const { apiKeyId } = request.caller;
+    const ciphered = request.routeOptions.config.cipheredFields;
+    if (ciphered) {
+      // The service deciphers these fields and completes the fingerprint with what they name.
+      const rest = { ...(request.body as Record<string, unknown>) };
+      for (const field of ciphered) delete rest[field];
+      const partial = requestHash(hashKey, request.method, path, rest);
+      request.idempotencyDraft = {
+        complete: (named) => ({
+          apiKeyId,
+          key: header,
+          requestHash: requestHash(hashKey, "deciphered", partial, named),
+        }),
+      };
+      return;
+    }
     request.idempotency = {
-      apiKeyId: request.caller.apiKeyId,
+      apiKeyId,
       key: header,
-      requestHash: requestHash(hashKey, request.method, request.url.split("?")[0] ?? "", request.body),
+      requestHash: requestHash(hashKey, request.method, path, request.body),
     };
-    if (request.routeOptions.config.replaysUnderLock) return;
     const stored = await findStoredResponse(db, request.idempotency);
     if (stored) return sendResult(reply, stored);
   };

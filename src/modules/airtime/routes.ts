@@ -1,11 +1,13 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
+import { completeDraft } from "../../db/idempotency.ts";
 import { invalidField } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
+import { cardRefName, parseCardNumber } from "../cards/card-number.ts";
 import { resolveActiveCard } from "../cards/service.ts";
 import { ProductsData, TopupBody, type TopupBodyType, TopupData, TopupParams } from "./schemas.ts";
 import { type AirtimeDeps, getTopup, listAirtimeProducts, topupAirtime } from "./service.ts";
@@ -15,7 +17,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
   const deps: AirtimeDeps = {
     db: ctx.db,
     provider: ctx.rails.airtime,
-    findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef, "id"),
+    findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef),
     warn: (message, detail) => app.log.warn(detail, message),
   };
 
@@ -35,7 +37,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
   app.post<{ Body: TopupBodyType }>(
     "/v1/airtime/topup",
     {
-      config: { idempotent: true, rateLimited: true },
+      config: { idempotent: true, cipheredFields: ["id"], rateLimited: true },
       schema: {
         tags: ["airtime"],
         summary: "Top up airtime (contract 4.9)",
@@ -63,18 +65,23 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
           `must be at most ${limits.airtimeExternalIdLengthMax} characters`,
         );
       }
+      const cardRef = b.id === undefined ? undefined : await parseCardNumber(ctx, b.id, "id");
+      const { scope, stored } = await completeDraft(ctx.db, request.idempotencyDraft, {
+        id: cardRef && cardRefName(cardRef),
+      });
+      if (stored) return sendResult(reply, stored);
       const result = await topupAirtime(
         deps,
         request.caller,
         {
-          cardRef: b.id,
+          cardRef,
           productId: b.product_id,
           phoneNumber: b.phone_number,
           email: b.email,
           externalId,
           additionalData: b.additional_data ?? b.additional_date,
         },
-        request.idempotency,
+        scope,
       );
       return sendResult(reply, result);
     },

@@ -22,6 +22,7 @@ import {
   type AirtimeTopupRequest,
 } from "../../rails/airtime/port.ts";
 import { withDeadline } from "../../rails/timeout.ts";
+import type { CardRef } from "../cards/card-number.ts";
 import { emitEvent } from "../events/outbox.ts";
 import * as repo from "./repository.ts";
 import { renderProduct, renderTopup, renderTopupResponse } from "./views.ts";
@@ -37,7 +38,7 @@ export interface AirtimeDeps {
   db: Db;
   provider: AirtimeProvider;
   /** The ACTIVE card of the caller's subtree named by the 4.9 `id` (cards module). */
-  findPayingCard?: (caller: Caller, cardRef: string) => Promise<{ id: string; client_id: string }>;
+  findPayingCard?: (caller: Caller, cardRef: CardRef) => Promise<{ id: string; client_id: string }>;
   warn?: (message: string, detail: Record<string, unknown>) => void;
 }
 
@@ -55,7 +56,7 @@ export interface AirtimePayer {
 export async function resolveAirtimePayer(
   deps: AirtimeDeps,
   caller: Caller,
-  cardRef: string | undefined,
+  cardRef: CardRef | undefined,
 ): Promise<AirtimePayer> {
   if (cardRef === undefined) return { accountId: caller.clientId, clientId: caller.clientId, cardId: null };
   assert.ok(deps.findPayingCard, "a top-up paid by card needs the cards module's resolver");
@@ -65,7 +66,7 @@ export async function resolveAirtimePayer(
 
 export interface TopupInput {
   /** The 4.9 `id`: a card (ciphered PAN or UUID) pays instead of the caller's main balance. */
-  cardRef?: string | undefined;
+  cardRef?: CardRef | undefined;
   productId: string;
   phoneNumber: string;
   email: string;

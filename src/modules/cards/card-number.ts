@@ -30,6 +30,14 @@ export async function parseCardNumber(
   return { fingerprint: fingerprint(ctx.keys.fingerprint, plain) };
 }
 
+/**
+ * What a card reference names, for an idempotency fingerprint: the card's UUID (lower case), or
+ * the number's HMAC fingerprint, the same however often the number is ciphered again.
+ */
+export function cardRefName(ref: CardRef): string {
+  return "id" in ref ? ref.id : `pan:${ref.fingerprint}`;
+}
+
 /** Twelve asterisks and the last four digits (contract 2.5). */
 export function maskedCardNumber(lastFour: string): string {
   return `************${lastFour}`;

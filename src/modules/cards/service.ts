@@ -178,10 +178,11 @@ interface Location {
 export async function resolveActiveCard(
   ctx: AppContext,
   caller: Caller,
-  cardNumber: string,
+  cardNumber: string | CardRef,
   field = "card_number",
 ) {
-  const card = await cardOrThrow(ctx.db, caller, await parseCardNumber(ctx, cardNumber, field));
+  const ref = typeof cardNumber === "string" ? await parseCardNumber(ctx, cardNumber, field) : cardNumber;
+  const card = await cardOrThrow(ctx.db, caller, ref);
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
   return card;

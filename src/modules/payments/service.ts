@@ -1,12 +1,17 @@
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { findStoredResponse, type IdempotencyScope, type IdempotentResult } from "../../db/idempotency.ts";
+import {
+  findStoredResponse,
+  type IdempotencyDraft,
+  type IdempotencyScope,
+  type IdempotentResult,
+} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { CardCache } from "../cards/card-cache.ts";
-import { parseCardNumber } from "../cards/card-number.ts";
+import { type CardRef, cardRefName, parseCardNumber } from "../cards/card-number.ts";
 import type { PaymentBatcher, PaymentRequest } from "./batcher.ts";
 import type { PaymentBody } from "./schemas.ts";
 
@@ -21,14 +26,18 @@ export async function payCard(
   batcher: PaymentBatcher,
   caller: Caller,
   body: Static<typeof PaymentBody>,
-  idempotency: IdempotencyScope | undefined,
+  draft: IdempotencyDraft | undefined,
 ): Promise<IdempotentResult> {
   let request: PaymentRequest;
+  let idempotency: IdempotencyScope | undefined;
   try {
-    request = await paymentRequest(ctx, cards, caller, body, idempotency);
+    const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+    const ref = await parseCardNumber(ctx, body.card_number);
+    idempotency = draft?.complete({ card_number: cardRefName(ref) });
+    request = await paymentRequest(ctx, cards, caller, body, { amountCents, ref, idempotency });
   } catch (error) {
-    // The key is checked in the batch (the route is `replaysUnderLock`); a request refused before
-    // it asks the store, so a used key still answers its first response, or 409 for another body.
+    // The key is checked in the batch; a request refused before it asks the store, so a used key
+    // still answers its first response, or 409 for another body.
     const stored = idempotency ? await findStoredResponse(ctx.db, idempotency) : undefined;
     if (stored) return stored;
     throw error;
@@ -42,11 +51,10 @@ async function paymentRequest(
   cards: CardCache,
   caller: Caller,
   body: Static<typeof PaymentBody>,
-  idempotency: IdempotencyScope | undefined,
+  parsed: { amountCents: bigint; ref: CardRef; idempotency: IdempotencyScope | undefined },
 ): Promise<PaymentRequest> {
-  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
-  const ref = await parseCardNumber(ctx, body.card_number);
-  const card = await cards.find(ctx.db, caller.clientId, ref);
+  const { amountCents, idempotency } = parsed;
+  const card = await cards.find(ctx.db, caller.clientId, parsed.ref);
   if (!card) throw new AppError(errors.cardNotFound);
   return {
     payerId: caller.clientId,

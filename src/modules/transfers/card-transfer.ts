@@ -2,14 +2,19 @@ import { sql } from "kysely";
 import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
+import {
+  completeDraft,
+  type IdempotencyDraft,
+  type IdempotentResult,
+  runIdempotent,
+} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
-import { maskedCardNumber } from "../cards/card-number.ts";
+import { cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
 import { findCardInScope } from "../cards/repository.ts";
 import { CardNumber } from "../cards/schemas.ts";
 import { resolveActiveCard, verifyPin } from "../cards/service.ts";
@@ -69,11 +74,17 @@ export async function sendCardTransfer(
   ctx: AppContext,
   caller: Caller,
   body: Static<typeof CardTransferBody>,
-  idempotency: IdempotencyScope | undefined,
+  draft: IdempotencyDraft | undefined,
 ): Promise<IdempotentResult> {
   const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
   const beneficiary = validateBeneficiary(body);
-  const card = await resolveActiveCard(ctx, caller, body.card_number);
+  const ref = await parseCardNumber(ctx, body.card_number);
+  // The PIN is left out of the fingerprint: it is checked on every attempt that is not a replay.
+  const { scope: idempotency, stored } = await completeDraft(ctx.db, draft, {
+    card_number: cardRefName(ref),
+  });
+  if (stored) return stored;
+  const card = await resolveActiveCard(ctx, caller, ref);
   // Its own transaction: a wrong PIN is counted even though this request then fails.
   await verifyPin(ctx, caller, { id: card.id }, body.pin);
   return runIdempotent(ctx.db, idempotency, async (tx) => {

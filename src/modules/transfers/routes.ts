@@ -90,7 +90,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
   app.post<{ Body: Static<typeof CardTransferBody> }>(
     "/v1/transfer/cards",
     {
-      config: { idempotent: true, rateLimited: true },
+      config: { idempotent: true, cipheredFields: ["card_number", "pin"], rateLimited: true },
       schema: {
         tags: ["transfers"],
         summary: "Send a SPEI transfer out, paid by a card (contract 4.10)",
@@ -102,7 +102,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
       },
     },
     async (request, reply) =>
-      sendResult(reply, await sendCardTransfer(ctx, request.caller, request.body, request.idempotency)),
+      sendResult(reply, await sendCardTransfer(ctx, request.caller, request.body, request.idempotencyDraft)),
   );
 
   app.get<{ Params: Static<typeof OrderParams> }>(
