@@ -1,11 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Db } from "../db/database.ts";
-import {
-  findStoredResponse,
-  type IdempotencyDraft,
-  type IdempotentResult,
-  requestHash,
-} from "../db/idempotency.ts";
+import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
 
