@@ -18,6 +18,9 @@ test("unknown route: 404 envelope 3000, on /v1 and elsewhere", async () => {
   expectError(await call(t.app, "GET", "/v1/no/such/route", { token: tenant.token }), 3000, 404);
   expectError(await call(t.app, "GET", "/nothing-here"), 3000, 404);
   expectError(await call(t.app, "DELETE", "/v1/auth/login"), 3000, 404);
+  // With a body too: no route reads it (regression: "this operation takes no body", 1000).
+  expectError(await call(t.app, "POST", "/v1/no/such/route", { body: { a: 1 } }), 3000, 404);
+  expectError(await call(t.app, "PUT", "/v1/auth/login", { raw: "{not json" }), 3000, 404);
 });
 
 test("a URL the router cannot decode or an over-long path id: 400 envelope 1000, not Fastify's own body", async () => {

@@ -18,6 +18,8 @@ import { limits } from "../limits.ts";
  *   digits (and every number a JSON encoder writes from a double) reads exactly.
  */
 export function readJsonBody(request: FastifyRequest, raw: Buffer): unknown {
+  // No such route: the 404 is the answer, whatever the body.
+  if (request.routeOptions.url === undefined) return undefined;
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(request.headers["content-type"] ?? "")?.[1];
   if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
     throw new AppError(errors.unsupportedMediaType, {
@@ -76,7 +78,7 @@ const numberToken = /-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
  * number that does not read exactly. The text must be valid JSON (it is walked, not checked).
  */
 export function jsonTextProblem(text: string): ValidationDetail | undefined {
-  // The member name or array index at each open level, for naming the field.
+  // The member name (as written) or array index at each open level, for naming the field.
   const path: Array<string | number> = [];
   const length = text.length;
   let i = 0;
@@ -86,8 +88,8 @@ export function jsonTextProblem(text: string): ValidationDetail | undefined {
       const end = stringEnd(text, i);
       let next = end + 1;
       while (next < length && isBlank(text.charCodeAt(next))) next++;
-      if (text.charCodeAt(next) === 0x3a)
-        path[path.length - 1] = JSON.parse(text.slice(i, end + 1)) as string;
+      // A member name, kept as written (quotes included): decoded only to name a field.
+      if (text.charCodeAt(next) === 0x3a) path[path.length - 1] = text.slice(i, end + 1);
       i = end + 1;
     } else if (c === 0x7b || c === 0x5b) {
       if (path.length === limits.jsonDepthMax) {
@@ -148,7 +150,8 @@ function stringEnd(text: string, start: number): number {
 
 function fieldName(path: Array<string | number>): string {
   const named = path.filter((part) => part !== "");
-  return named.length === 0 ? "body" : named.join(".");
+  if (named.length === 0) return "body";
+  return named.map((part) => (typeof part === "string" ? (JSON.parse(part) as string) : part)).join(".");
 }
 
 /**

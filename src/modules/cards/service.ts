@@ -171,17 +171,11 @@ interface Location {
 }
 
 /**
- * The ACTIVE card named by `cardNumber` (UUID or ciphered number) in the caller's subtree, for
+ * The ACTIVE card `ref` names (parsed from a UUID or a ciphered number) in the caller's subtree, for
  * operations that spend from a card (transfers out, airtime): 404 unknown, 5304 canceled, 5307
  * any other status (a NEED_ACTIVATION card can receive money but not spend it).
  */
-export async function resolveActiveCard(
-  ctx: AppContext,
-  caller: Caller,
-  cardNumber: string | CardRef,
-  field = "card_number",
-) {
-  const ref = typeof cardNumber === "string" ? await parseCardNumber(ctx, cardNumber, field) : cardNumber;
+export async function resolveActiveCard(ctx: AppContext, caller: Caller, ref: CardRef) {
   const card = await cardOrThrow(ctx.db, caller, ref);
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
