@@ -29,6 +29,8 @@ export const limits = {
   /** Failed logins of one API key before it is locked, and for how long. */
   loginFailuresPerKeyMax: 10,
   loginLockSeconds: 30 * 60,
+  /** API key ids that do not exist whose failed logins a process counts (the oldest is forgotten). */
+  unknownKeyFailuresMax: 100_000,
   /** Bearer tokens whose signature a process remembers having checked (the oldest is forgotten). */
   verifiedTokensMax: 10_000,
   /**

@@ -195,6 +195,35 @@ test("an API key is locked after repeated failed logins, even with the right pas
   assert.ok(Number(locked.headers["retry-after"]) > limits.loginLockSeconds - 60);
 });
 
+test("a key id that does not exist locks the same way, so the lockout does not tell which keys exist", async () => {
+  // A separate app trusting X-Forwarded-For, so that each attempt comes from its own address.
+  const other = await startTestApp({ trustProxy: true });
+  const answers = async (apiKey: string) => {
+    const seen: string[] = [];
+    for (let i = 0; i <= limits.loginFailuresPerKeyMax; i++) {
+      const response = await call(other.app, "POST", "/v1/auth/login", {
+        body: loginBody(apiKey, `wrong-${i}`),
+        headers: { "x-forwarded-for": `10.8.${i}.1` },
+      });
+      seen.push(`${response.status} ${response.body.code}`);
+      if (i === limits.loginFailuresPerKeyMax) {
+        assert.ok(Number(response.headers["retry-after"]) > limits.loginLockSeconds - 60);
+      }
+    }
+    return seen;
+  };
+  try {
+    const real = await createTenant(other);
+    const forReal = await answers(real.apiKey);
+    const forNobody = await answers(`${real.apiKey.slice(0, -4)}zzzz`);
+    assert.deepEqual(forNobody, forReal);
+    assert.equal(forReal.at(-1), "429 2008");
+    assert.equal(forReal.filter((answer) => answer === "401 2005").length, limits.loginFailuresPerKeyMax);
+  } finally {
+    await other.close();
+  }
+});
+
 test("every protected route refuses a missing or invalid token (from the OpenAPI document)", async () => {
   const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
     paths: Record<string, Record<string, { security?: unknown[] }>>;

@@ -27,6 +27,13 @@ export class AuthService {
   readonly #cache = new Map<string, { state: repo.KeyState; loadedAt: number }>();
   readonly #ipFailures = new Map<string, { count: number; since: number }>();
   /**
+   * Failed logins of API key ids that do not exist, counted and locked exactly as a real key's
+   * are (in the database), so that the lockout (2008) does not tell which key ids exist.
+   */
+  readonly #unknownKeyFailures = new BoundedMap<string, { count: number; lockedUntil: number }>(
+    limits.unknownKeyFailuresMax,
+  );
+  /**
    * Tokens whose signature this process has checked, with their claims. A token is the same
    * string every time its client sends it and its signature cannot change without changing the
    * string, so checking it once is enough; its expiry, its key's state and revocation are still
@@ -47,15 +54,21 @@ export class AuthService {
     this.#checkIp(ip);
     const key = await repo.findKeyForLogin(this.#db, apiKey);
     if (!key) {
-      // Spend the same scrypt time as a real check, so timing does not reveal which keys exist.
+      // The same answers, in the same time, as a key that exists: locked after as many failures
+      // (without scrypt, as a locked key), and otherwise one scrypt check and 2005.
+      const unknown = this.#unknownKeyFailures.get(apiKey) ?? { count: 0, lockedUntil: 0 };
+      throwIfLocked(unknown.lockedUntil);
       await verifySecret(password, decoyHash);
+      unknown.count += 1;
+      if (unknown.count >= limits.loginFailuresPerKeyMax) {
+        unknown.count = 0;
+        unknown.lockedUntil = Date.now() + limits.loginLockSeconds * 1000;
+      }
+      this.#unknownKeyFailures.set(apiKey, unknown);
       this.#failIp(ip);
       throw new AppError(errors.invalidCredentials);
     }
-    const lockedFor = key.lockedUntil ? Math.ceil((key.lockedUntil.getTime() - Date.now()) / 1000) : 0;
-    if (lockedFor > 0) {
-      throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(lockedFor) } });
-    }
+    throwIfLocked(key.lockedUntil?.getTime() ?? 0);
     if (!(await verifySecret(password, key.passwordHash))) {
       await repo.recordFailedLogin(
         this.#db,
@@ -147,6 +160,13 @@ export class AuthService {
     if (this.#ipFailures.size >= 100_000) this.#ipFailures.clear();
     this.#ipFailures.set(ip, { count: 1, since: Date.now() });
   }
+}
+
+/** 2008 with the seconds left in Retry-After, while a lock (epoch milliseconds) lasts. */
+function throwIfLocked(lockedUntil: number): void {
+  const lockedFor = Math.ceil((lockedUntil - Date.now()) / 1000);
+  if (lockedFor > 0)
+    throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(lockedFor) } });
 }
 
 /** The caller a verified token names, once its key's state is known; or a 401 of the catalog. */
