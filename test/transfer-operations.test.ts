@@ -192,12 +192,17 @@ test("bounds: dates required and real, init <= end, a range of at most 366 days,
   await bad(`${march}&cursor=${Buffer.from('{"d":"x"}').toString("base64url")}`, "cursor");
   // Regression (contract audit): dates PostgreSQL cannot hold reached it and answered 500.
   await bad("init_date=0000-01-01&end_date=0000-01-31", "init_date");
+  const real = expectOk(await list(tenant, tenant.clabe, `${march}&per_page=2`)).client.transfer_operations;
+  const realCursor = JSON.parse(Buffer.from(real.next_cursor ?? "", "base64url").toString()) as object;
   for (const day of ["2026-02-30", "2026-13-45", "0000-00-00", "0000-01-01"]) {
-    await bad(
-      `${march}&cursor=${Buffer.from(`{"d":"${day}","s":"2","p":2}`).toString("base64url")}`,
-      "cursor",
-    );
+    const forged = Buffer.from(JSON.stringify({ ...realCursor, d: day })).toString("base64url");
+    await bad(`${march}&per_page=2&cursor=${forged}`, "cursor");
   }
+  // A cursor continues the listing that returned it, not another one (it used to answer page 1's
+  // items labelled page 2 when the dates changed).
+  await bad(`init_date=2025-03-02&end_date=2025-03-31&per_page=2&cursor=${real.next_cursor}`, "cursor");
+  await bad(`${march}&per_page=3&cursor=${real.next_cursor}`, "cursor");
+  expectOk(await list(tenant, tenant.clabe, `${march}&per_page=2&cursor=${real.next_cursor}`));
   await bad(`${march}&sort=asc`, "sort");
   expectError(
     await call(t.app, "GET", `/v1/transfer/clabe/collection/123/operations?${march}`, {

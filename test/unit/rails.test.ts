@@ -66,21 +66,32 @@ test("listing positions (property): positionAt agrees with walking the flat newe
   );
 });
 
-test("cursors round-trip; anything else is a 1000 on the cursor field", () => {
+test("cursors round-trip within their listing; anything else is a 1000 on the cursor field", () => {
   const cursor = { fecha: "2025-03-05", seq: 123456789012n, page: 7 };
-  assert.deepEqual(decodeCursor(encodeCursor(cursor)), cursor);
+  const listing = { clabe: "646180000000000012", initDate: "2025-03-01", endDate: "2025-03-31", perPage: 7 };
+  const encoded = encodeCursor(cursor, listing);
+  assert.deepEqual(decodeCursor(encoded, listing), cursor);
+  const tag = (JSON.parse(Buffer.from(encoded, "base64url").toString()) as { q: string }).q;
+  const refused = (text: string, query = listing) =>
+    assert.throws(
+      () => decodeCursor(text, query),
+      (error: unknown) => error instanceof AppError && error.details?.[0]?.field === "cursor",
+    );
   for (const bad of [
     "",
     "!!",
     "x".repeat(300),
     Buffer.from("{}").toString("base64url"),
-    Buffer.from('{"d":"2025-03-05","s":"0","p":1}').toString("base64url"),
+    Buffer.from(`{"d":"2025-03-05","s":"0","p":1,"q":"${tag}"}`).toString("base64url"),
+    Buffer.from('{"d":"2025-03-05","s":"2","p":1}').toString("base64url"),
   ]) {
-    assert.throws(
-      () => decodeCursor(bad),
-      (error: unknown) => error instanceof AppError && error.details?.[0]?.field === "cursor",
-    );
+    refused(bad);
   }
+  // Another listing: each part of the query counts.
+  refused(encoded, { ...listing, clabe: "646180000000000025" });
+  refused(encoded, { ...listing, initDate: "2025-03-02" });
+  refused(encoded, { ...listing, endDate: "2025-03-30" });
+  refused(encoded, { ...listing, perPage: 8 });
 });
 
 test("tracking keys are at most 30 alphanumerics and carry the operation date; dates are Mexico City's", () => {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { isRealDate } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import { limits } from "../../limits.ts";
@@ -13,6 +14,7 @@ import { limits } from "../../limits.ts";
  *   day it falls in and the day_seq it starts at, and one index range scan from that position
  *   reads the page. A deep page costs what the first one costs.
  * - a cursor is the position of the last row returned: the next page continues strictly after it.
+ *   It names the listing it came from (CLABE, dates, per_page) and is refused by any other.
  */
 export interface DayCount {
   fecha: string;
@@ -43,12 +45,36 @@ export interface Cursor extends Position {
   page: number;
 }
 
-export function encodeCursor(cursor: Cursor): string {
-  const text = JSON.stringify({ d: cursor.fecha, s: cursor.seq.toString(), p: cursor.page });
+/** What a cursor is bound to: the listing whose page it continues. */
+export interface ListingQuery {
+  clabe: string;
+  initDate: string;
+  endDate: string;
+  perPage: number;
+}
+
+/** A short digest of the listing a cursor belongs to (not a secret: it only catches mix-ups). */
+function listingTag(query: ListingQuery): string {
+  const text = `${query.clabe}\n${query.initDate}\n${query.endDate}\n${query.perPage}`;
+  return createHash("sha256").update(text).digest("base64url").slice(0, 12);
+}
+
+export function encodeCursor(cursor: Cursor, query: ListingQuery): string {
+  const text = JSON.stringify({
+    d: cursor.fecha,
+    s: cursor.seq.toString(),
+    p: cursor.page,
+    q: listingTag(query),
+  });
   return Buffer.from(text, "utf8").toString("base64url");
 }
 
-export function decodeCursor(text: string): Cursor {
+/**
+ * The position a cursor continues from. A cursor passed with another CLABE, other dates or
+ * another per_page would continue a listing it was not made for (page numbers and positions of
+ * another query): it is refused, not reinterpreted.
+ */
+export function decodeCursor(text: string, query: ListingQuery): Cursor {
   const invalid = () => invalidField("cursor", "cursor", "must be a next_cursor returned by this listing");
   if (text.length > limits.transferCursorLengthMax || !/^[A-Za-z0-9_-]+$/.test(text)) throw invalid();
   let parsed: unknown;
@@ -57,7 +83,7 @@ export function decodeCursor(text: string): Cursor {
   } catch {
     throw invalid();
   }
-  const { d, s, p } = (parsed ?? {}) as { d?: unknown; s?: unknown; p?: unknown };
+  const { d, s, p, q } = (parsed ?? {}) as { d?: unknown; s?: unknown; p?: unknown; q?: unknown };
   if (
     typeof d !== "string" ||
     !isRealDate(d) ||
@@ -66,9 +92,17 @@ export function decodeCursor(text: string): Cursor {
     typeof p !== "number" ||
     !Number.isInteger(p) ||
     p < 1 ||
-    p >= limits.pageNumberMax
+    p >= limits.pageNumberMax ||
+    typeof q !== "string"
   ) {
     throw invalid();
+  }
+  if (q !== listingTag(query)) {
+    throw invalidField(
+      "cursor",
+      "cursor",
+      "was returned for another CLABE, other dates or another per_page: pass it with the query that returned it",
+    );
   }
   return { fecha: d, seq: BigInt(s), page: p };
 }

@@ -292,7 +292,8 @@ export interface OperationsQuery {
  */
 export async function listTransferOperations(db: Db, caller: Caller, clabe: string, query: OperationsQuery) {
   checkRange(query.initDate, query.endDate);
-  const cursor = query.cursor !== undefined ? decodeCursor(query.cursor) : undefined;
+  const listing = { clabe, initDate: query.initDate, endDate: query.endDate, perPage: query.perPage };
+  const cursor = query.cursor !== undefined ? decodeCursor(query.cursor, listing) : undefined;
   const account = await repo.findCollectionAccountInScope(db, caller.clientId, clabe);
   if (!account) throw new AppError(errors.collectionAccountNotFound);
   const bounds = { initDate: query.initDate, endDate: query.endDate };
@@ -311,7 +312,7 @@ export async function listTransferOperations(db: Db, caller: Caller, clabe: stri
       const last = items.at(-1);
       const nextCursor =
         rows.length > query.perPage && last
-          ? encodeCursor({ fecha: last.fecha_operacion, seq: BigInt(last.day_seq), page })
+          ? encodeCursor({ fecha: last.fecha_operacion, seq: BigInt(last.day_seq), page }, listing)
           : null;
       return {
         client: {
