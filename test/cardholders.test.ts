@@ -298,6 +298,9 @@ test("invalid values: 1000 naming the field", async () => {
     [{ marital_status: "casado" }, "marital_status", "enum"],
     [{ state: "CIUDAD DE MEXICO" }, "state", "enum"],
     [{ first_name: "Maximilianoxx" }, "first_name", "maxLength"],
+    // Regression (contract audit): a name of spaces was registered.
+    [{ first_name: "   " }, "first_name", "blank"],
+    [{ surname: " " }, "surname", "blank"],
     [{ gross_monthly_income: 10.005 }, "gross_monthly_income", "x-decimals"],
     [{ gross_monthly_income: 1e12 }, "gross_monthly_income", "money"],
     [{ has_kids: "no" }, "has_kids", "type"],

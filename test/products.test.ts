@@ -59,6 +59,9 @@ test("create: every field is validated", async () => {
     [{ ...base, card_type: "PLASTIC" }, "card_type"],
     [{ ...base, name: "" }, "name"],
     [{ ...base, name: "n".repeat(51) }, "name"],
+    // Regression (contract audit): spaces alone passed for required text.
+    [{ ...base, name: "   " }, "name"],
+    [{ ...base, affinity_group: "\t " }, "affinity_group"],
     [{ ...base, transfer_commission: 1.234 }, "transfer_commission"],
     [{ ...base, card_validity_months: 6 }, "card_validity_months"],
     [{ ...base, country: "840" }, "country"],

@@ -10,8 +10,14 @@ import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 export const Uuid = (description?: string) =>
   Type.String({ format: "uuid", "x-message": "must be a UUID", ...(description ? { description } : {}) });
 
+/** Free text of min-max characters; when it is required (min >= 1), spaces alone are refused (rule `blank`). */
 export const Text = (min: number, max: number, description?: string) =>
-  Type.String({ minLength: min, maxLength: max, ...(description ? { description } : {}) });
+  Type.String({
+    minLength: min,
+    maxLength: max,
+    ...(min >= 1 ? { "x-not-blank": true } : {}),
+    ...(description ? { description } : {}),
+  });
 
 export const Digits = (count: number, description?: string) =>
   Type.String({

@@ -43,6 +43,21 @@ function makeAjv(coerce: boolean): Ajv {
       return false;
     },
   });
+  // Text that must say something: a value of spaces only ("   " as a first name) is refused.
+  // An empty value is left to minLength, so it gets one error, not two.
+  ajv.addKeyword({
+    keyword: "x-not-blank",
+    type: "string",
+    schemaType: "boolean",
+    errors: true,
+    validate: function validateNotBlank(enabled: boolean, value: string) {
+      if (!enabled || value.length === 0 || /\S/.test(value)) return true;
+      (validateNotBlank as unknown as { errors: Partial<ErrorObject>[] }).errors = [
+        { keyword: "blank", params: {}, message: "must not be blank" },
+      ];
+      return false;
+    },
+  });
   return ajv;
 }
 

@@ -135,7 +135,8 @@ function checkText(
   value: string,
   max: number,
 ): void {
-  if (value.trim().length === 0) fail(field, "minLength", "must not be empty");
+  if (value.length === 0) fail(field, "minLength", "must be at least 1 characters");
+  else if (!/\S/.test(value)) fail(field, "blank", "must not be blank");
   else if (value.length > max) fail(field, "maxLength", `must be at most ${max} characters`);
   else if (controlCharacters.test(value)) fail(field, "characters", "must not contain control characters");
 }

@@ -173,6 +173,12 @@ const TrackingKey = Type.String({
 });
 
 /**
+ * Text as a rail sends it: bounded, but a name or concept of spaces is stored as sent rather
+ * than refused (refusing it would bounce money the sender's bank already debited).
+ */
+const RailText = (min: number, max: number) => Type.String({ minLength: min, maxLength: max });
+
+/**
  * An incoming transfer (abono). Unknown fields are accepted and ignored: a rail adding a field
  * must not make Emisor bounce money.
  */
@@ -186,15 +192,15 @@ export const IncomingBody = Type.Object(
     InstitucionBeneficiaria: Code("Banxico code of the receiver"),
     ClaveRastreo: TrackingKey,
     Monto: Pesos("Amount, MXN"),
-    NombreOrdenante: Text(1, limits.speiNameLengthMax),
+    NombreOrdenante: RailText(1, limits.speiNameLengthMax),
     TipoCuentaOrdenante: Code("40 CLABE, 3 card, 10 phone"),
     CuentaOrdenante: DigitsBetween(10, 20),
-    RFCCurpOrdenante: Text(1, limits.speiRfcCurpLengthMax),
-    NombreBeneficiario: Text(1, limits.speiNameLengthMax),
+    RFCCurpOrdenante: RailText(1, limits.speiRfcCurpLengthMax),
+    NombreBeneficiario: RailText(1, limits.speiNameLengthMax),
     TipoCuentaBeneficiario: Code("40 for a CLABE"),
     CuentaBeneficiario: DigitsBetween(10, 20),
-    RFCCurpBeneficiario: Type.Optional(Text(0, limits.speiRfcCurpLengthMax)),
-    ConceptoPago: Text(1, limits.speiConceptLengthMax),
+    RFCCurpBeneficiario: Type.Optional(RailText(0, limits.speiRfcCurpLengthMax)),
+    ConceptoPago: RailText(1, limits.speiConceptLengthMax),
     ReferenciaNumerica: Type.Union([
       Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
       Type.Integer({ minimum: 0, maximum: 9_999_999 }),
