@@ -187,7 +187,7 @@ test("the same tracking key and day on a different transfer is returned with cau
   assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 2000n);
 });
 
-test("an unknown CLABE is returned with cause 01 and credits nothing; a non-CLABE account type 17; above the limit 20", async () => {
+test("an unknown CLABE is returned with cause 01 and credits nothing; another participant's 06, a non-CLABE account type 17, no reference 14, above the limit 20", async () => {
   const speiIn = await balanceOf(t.ctx.db, systemAccounts.speiIn);
   const unknown = "646180999999999990";
   const data = expectOk(await postSigned(t, incoming, abono(unknown))) as AbonoAnswer;
@@ -198,6 +198,25 @@ test("an unknown CLABE is returned with cause 01 and credits nothing; a non-CLAB
     await postSigned(t, incoming, abono(tenant.clabe, { TipoCuentaBeneficiario: 3 })),
   ) as AbonoAnswer;
   assert.equal(typed.causa_devolucion, "17");
+  // Regression (contract audit): both were credited.
+  // Addressed to another participant (BBVA, 40012) though the CLABE is STP's (646): cause 06.
+  for (const institution of [40012, "40012", "12", 0]) {
+    const elsewhere = expectOk(
+      await postSigned(t, incoming, abono(tenant.clabe, { InstitucionBeneficiaria: institution })),
+    ) as AbonoAnswer;
+    assert.deepEqual(elsewhere, {
+      mensaje: "devolver",
+      causa_devolucion: "06",
+      descripcion: "Cuenta no pertenece al participante receptor",
+    });
+  }
+  // SPEI's numeric reference is greater than 0: a 0 is missing mandatory information, cause 14.
+  for (const reference of [0, "0", "0000000"]) {
+    const unreferenced = expectOk(
+      await postSigned(t, incoming, abono(tenant.clabe, { ReferenciaNumerica: reference })),
+    ) as AbonoAnswer;
+    assert.equal(unreferenced.causa_devolucion, "14");
+  }
   assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiIn), speiIn);
   assert.equal((await operationsOf(unknown)).length, 0);
 });
@@ -279,6 +298,11 @@ test("sandbox incoming credits one of your CLABEs through the same path; another
   expectError(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 0 }), 1000, 400);
   expectError(
     await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, operation_date: "0000-01-01" }),
+    1000,
+    400,
+  );
+  expectError(
+    await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, numeric_reference: "000" }),
     1000,
     400,
   );

@@ -229,6 +229,30 @@ test("a settled order can still be returned by the receiving bank; the refund is
   expectOk(await signed("DEVOLUCION", { CausaDevolucion: "01" }));
   assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
   expectError(await signed("DEVOLUCION", { CausaDevolucion: "1" }), 1000, 400);
+  // A cause outside Banxico's table, or none, still returns the money (refusing it would leave the
+  // payer debited while the rail retried); the cause is kept as sent.
+  for (const [cause, shown] of [
+    ["99", { code: "99", description: "Causa desconocida" }],
+    [undefined, null],
+  ] as const) {
+    const more = await order(payer, 5000n, 0n);
+    await dispatch();
+    await speiSimulator(t).flush();
+    const answer = await postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: more.trackingKey,
+      FechaOperacion: more.operationDate,
+      Estado: "DEVOLUCION",
+      ...(cause ? { CausaDevolucion: cause } : {}),
+    });
+    const applied = expectOk(answer) as {
+      applied: boolean;
+      transfer: { status: string; return_cause: unknown };
+    };
+    assert.equal(applied.applied, true);
+    assert.equal(applied.transfer.status, "DEVUELTA");
+    assert.deepEqual(applied.transfer.return_cause, shown);
+    assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  }
   expectError(
     await postSigned(t, "/v1/rails/spei/order-state", {
       ClaveRastreo: "NOSUCHKEY1",

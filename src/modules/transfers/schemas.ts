@@ -284,7 +284,7 @@ export const SandboxIncomingBody = Type.Object(
     payer_rfc_curp: Type.Optional(Text(2, limits.speiRfcCurpLengthMax)),
     payment_concept: Type.Optional(Text(1, limits.speiConceptLengthMax)),
     numeric_reference: Type.Optional(
-      Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
+      Type.String({ pattern: "^(?!0+$)[0-9]{1,7}$", "x-message": "must be 1-7 digits, greater than 0" }),
     ),
   },
   { additionalProperties: false },

@@ -117,9 +117,12 @@ export async function receiveAbono(db: Db, abono: Abono): Promise<AbonoResult> {
 /**
  * Credits an abono to the client owning its CLABE: the 2.8 record, the day counter, one balanced
  * ledger entry SPEI_IN -> main balance, and the event, all in `tx`. Refused (credit nothing)
- * with a Banxico cause: 01 unknown CLABE, 17 not a CLABE account type, 02 blocked (or client
- * disabled), 03 cancelled, 20 above the credit limit; 30 when the tracking key was used that day
- * for a different transfer.
+ * with a Banxico cause: 01 unknown CLABE, 06 addressed to another participant (the receiving
+ * institution's Banxico code does not end in the CLABE's bank prefix), 17 not a CLABE account
+ * type, 02 blocked (or client disabled), 03 cancelled, 14 no numeric reference (0: SPEI's is
+ * 1-7 digits, greater than 0), 20 above the credit limit; 30 when the tracking key was used that
+ * day for a different transfer. Returned, not answered 400: a 400 would make the rail retry a
+ * transfer Emisor will never take.
  * Throws AbonoRaced when a concurrent copy committed first (see receiveAbono).
  */
 export async function receiveAbonoTx(tx: Tx, abono: Abono): Promise<AbonoResult> {
@@ -127,9 +130,12 @@ export async function receiveAbonoTx(tx: Tx, abono: Abono): Promise<AbonoResult>
   if (existing) return compareWithStored(existing, abono);
   const account = await repo.findCollectionAccountByClabe(tx, abono.cuentaBeneficiario);
   if (!account) return refuse("01");
+  if (!abono.institucionBeneficiaria.padStart(5, "0").endsWith(account.clabe.slice(0, 3)))
+    return refuse("06");
   if (abono.tipoCuentaBeneficiario !== "40") return refuse("17");
   if (account.status === "CANCELLED") return refuse("03");
   if (account.status === "BLOCKED" || account.client_status !== "ACTIVE") return refuse("02");
+  if (/^0+$/.test(abono.referenciaNumerica)) return refuse("14");
   if (abono.montoCents > limits.speiIncomingCentsMax) return refuse("20");
 
   const daySeq = await repo.bumpDayCounter(tx, account.id, abono.fechaOperacion);
