@@ -12,7 +12,7 @@ import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
-import { validatorCompiler } from "./http/validation.ts";
+import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
 import { limits } from "./limits.ts";
 import { registerAirtimeRoutes } from "./modules/airtime/routes.ts";
 import { registerAuthRoutes } from "./modules/auth/routes.ts";
@@ -84,6 +84,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerMetrics(app);
   registerHealth(app, ctx.database);
+  registerStrictQuery(app);
 
   registerAuthRoutes(app, ctx);
   registerKeyRoutes(app, ctx);

@@ -125,6 +125,66 @@ test("a number where a string is expected is not coerced", async () => {
   expectError(response, 1000, 400);
 });
 
+test("query strings: an unknown parameter is refused on every /v1 route, and numbers are decimal digits", async () => {
+  const details = (response: { body: { data: unknown } }) =>
+    (response.body.data as { details: Array<{ field: string; rule: string }> }).details;
+  // Regression (contract audit): routes without a declared query ignored any parameter, and lists
+  // read `0x10` or `1e1` as 16 and 10.
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    paths: Record<string, Record<string, unknown>>;
+  };
+  let checked = 0;
+  for (const [path, methods] of Object.entries(spec.paths)) {
+    if (!path.startsWith("/v1/") || path.startsWith("/v1/rails/")) continue;
+    // Fastify checks a body before the query, so operations with a body are checked below.
+    for (const method of Object.keys(methods).filter((m) => m === "get" || m === "delete")) {
+      const filled = path
+        .replace("{clabe}", tenant.clabe)
+        .replace(/\{[^}]+\}/g, "00000000-0000-4000-8000-000000000000");
+      const url = `${filled}?zz_unknown=1`;
+      const response = await call(t.app, method.toUpperCase() as "GET", url, { token: tenant.token });
+      expectError(response, 1000, 400);
+      assert.ok(
+        details(response).some((d) => d.field === "zz_unknown" && d.rule === "additionalProperties"),
+        `${method} ${path}: ${JSON.stringify(response.body)}`,
+      );
+      checked += 1;
+    }
+  }
+  assert.ok(checked >= 15, `only ${checked} operations checked`);
+  const login = await call(t.app, "POST", "/v1/auth/login?zz_unknown=1", {
+    body: { api_client: { api_key: tenant.apiKey, password: tenant.password } },
+  });
+  assert.deepEqual(
+    details(expectError(login, 1000, 400)).map((d) => d.field),
+    ["zz_unknown"],
+  );
+  const product = await call(t.app, "POST", "/v1/products?zz_unknown=1", {
+    token: tenant.token,
+    body: { name: "P", description: "D", card_type: "VIRTUAL", bin: "531122", affinity_group: "G" },
+  });
+  assert.deepEqual(
+    details(expectError(product, 1000, 400)).map((d) => d.field),
+    ["zz_unknown"],
+  );
+  for (const perPage of ["0x10", "1e1", "%2016", "16.0", "+16", ""]) {
+    const response = expectError(
+      await call(t.app, "GET", `/v1/clients?per_page=${perPage}`, { token: tenant.token }),
+      1000,
+      400,
+    );
+    assert.deepEqual(
+      details(response).map((d) => `${d.field}:${d.rule}`),
+      ["per_page:type"],
+      perPage,
+    );
+  }
+  assert.equal(
+    expectOk(await call(t.app, "GET", "/v1/clients?per_page=16", { token: tenant.token })) !== null,
+    true,
+  );
+});
+
 test("money with more than 2 decimals, zero, negative, or as a string: 1000", async () => {
   for (const amount of [1.001, 0, -5, "10", null, 1e-7]) {
     const response = await call(t.app, "POST", "/v1/sandbox/funding", {

@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
-import type { FastifySchemaCompiler } from "fastify";
+import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
 import type { ValidationDetail } from "../errors.ts";
 
 /**
@@ -86,10 +86,48 @@ function firstUnstorable(value: unknown, pointer: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Query and path numbers are decimal digits. Ajv's coercion reads a text the way `Number()` does,
+ * so `0x10`, `1e1`, ` 16` and `16.0` would all be page 16 or 10; they are refused instead, as in
+ * a JSON body, where `"10"` is not a number.
+ */
+const decimalText: Record<string, RegExp> = {
+  integer: /^-?[0-9]{1,16}$/,
+  number: /^-?[0-9]{1,16}(\.[0-9]{1,16})?$/,
+};
+
+/** The integer and number properties of a flat query or path schema, with the text each takes. */
+function numericTexts(schema: unknown): Array<[string, string, RegExp]> {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> }).properties ?? {};
+  const found: Array<[string, string, RegExp]> = [];
+  for (const [name, property] of Object.entries(properties)) {
+    const pattern = typeof property.type === "string" ? decimalText[property.type] : undefined;
+    if (pattern) found.push([name, String(property.type), pattern]);
+  }
+  return found;
+}
+
+function notDecimal(data: unknown, numeric: Array<[string, string, RegExp]>): ErrorObject | undefined {
+  if (numeric.length === 0 || data === null || typeof data !== "object") return undefined;
+  for (const [name, type, pattern] of numeric) {
+    const value = (data as Record<string, unknown>)[name];
+    if (typeof value === "string" && !pattern.test(value)) {
+      return { instancePath: `/${name}`, schemaPath: "", keyword: "type", params: { type }, message: "" };
+    }
+  }
+  return undefined;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
   const ajv = httpPart === "body" ? bodyAjv : textAjv;
   const validate = ajv.compile(schema as object) as ValidateFunction;
+  const numeric = httpPart === "body" ? [] : numericTexts(schema);
   const checked = ((data: unknown) => {
+    const textual = notDecimal(data, numeric);
+    if (textual) {
+      checked.errors = [textual];
+      return false;
+    }
     const bad = firstUnstorable(data, "");
     if (bad !== undefined) {
       checked.errors = [
@@ -179,4 +217,21 @@ export function validationDetails(errors: ErrorObject[], context: string | undef
     details.push({ field, rule, message });
   }
   return details;
+}
+
+/**
+ * A query parameter no route reads is refused (1000, "is not a known field") on every /v1 route,
+ * as an unknown body field is: a misspelt `per_page` or a filter the route does not have must not
+ * quietly answer the unfiltered list. Routes that declare their query list it; the others take
+ * none. The rail callbacks are left alone: a rail adding a parameter must not bounce money.
+ */
+export function registerStrictQuery(app: FastifyInstance): void {
+  app.addHook("onRoute", (route) => {
+    if (!route.url.startsWith("/v1/") || route.url.startsWith("/v1/rails/")) return;
+    if (route.schema?.querystring !== undefined) return;
+    route.schema = {
+      ...route.schema,
+      querystring: { type: "object", properties: {}, additionalProperties: false },
+    };
+  });
 }
