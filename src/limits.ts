@@ -94,6 +94,8 @@ export const limits = {
   webhookSecretBytes: 32,
   /** After a rotation the previous secret keeps signing (a second signature) this long. */
   webhookSecretRotationGraceHours: 24,
+  /** Retired webhook secrets still signing at once (rotations within the grace period). */
+  webhookRetiredSecretsMax: 3,
   /** One delivery attempt: connect, send and receive the status line within this. */
   webhookTimeoutMs: 10_000,
   /**

@@ -449,14 +449,37 @@ test("rotating the secret shows a new one once and keeps the old one signing for
   assert.deepEqual(Object.keys(rotated.webhook).sort(), webhookKeys);
   const graceMs = Date.parse(rotated.previous_secret_expires_at) - Date.now();
   assert.ok(graceMs > 0 && graceMs <= limits.webhookSecretRotationGraceHours * 3600_000);
-  const row = await t.ctx.db
-    .selectFrom("webhook_endpoints")
-    .select(["secret_sealed", "previous_secret_sealed"])
-    .where("id", "=", created.id)
-    .executeTakeFirstOrThrow();
-  assert.equal(open(t.ctx.keys.vault, row.secret_sealed, secretContext(created.id)), rotated.secret);
-  assert.equal(
-    open(t.ctx.keys.vault, row.previous_secret_sealed ?? "", secretContext(created.id)),
-    created.secret,
-  );
+  const retired = async () => {
+    const row = await t.ctx.db
+      .selectFrom("webhook_endpoints")
+      .select(["secret_sealed", "retired_secrets"])
+      .where("id", "=", created.id)
+      .executeTakeFirstOrThrow();
+    const opened = (sealed: string) => open(t.ctx.keys.vault, sealed, secretContext(created.id));
+    return { current: opened(row.secret_sealed), retired: row.retired_secrets.map((r) => opened(r.sealed)) };
+  };
+  assert.deepEqual(await retired(), { current: rotated.secret, retired: [created.secret] });
+
+  // Regression (contract audit): a second rotation within the grace period dropped the first
+  // secret at once, and a retried rotation (its answer lost) rotated again. With a key, the retry
+  // replays the rotation without its secret; without one, every replaced secret keeps signing.
+  const rotate = (key?: string) =>
+    call<{ secret: string | null; previous_secret_expires_at: string }>(
+      t.app,
+      "POST",
+      `/v1/webhooks/${created.id}/rotate_secret`,
+      { token: owner.token, ...(key ? { headers: { "idempotency-key": key } } : {}) },
+    );
+  const keyed = expectOk(await rotate("rotate-1"));
+  assert.match(keyed.secret ?? "", /^whsec_/);
+  const replay = await rotate("rotate-1");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(replay).secret, null);
+  assert.equal(expectOk(replay).previous_secret_expires_at, keyed.previous_secret_expires_at);
+  assert.deepEqual(await retired(), { current: keyed.secret, retired: [created.secret, rotated.secret] });
+  const secrets = [created.secret, rotated.secret, keyed.secret];
+  for (let i = 0; i < limits.webhookRetiredSecretsMax; i++) secrets.push(expectOk(await rotate()).secret);
+  const last = await retired();
+  assert.equal(last.current, secrets.at(-1));
+  assert.deepEqual(last.retired, secrets.slice(-1 - limits.webhookRetiredSecretsMax, -1));
 });

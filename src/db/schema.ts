@@ -10,6 +10,13 @@ type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type Json = ColumnType<unknown, string | undefined, string>;
 
+/** A webhook signing secret replaced by a rotation: sealed, and signing until `expires_at`. */
+export interface RetiredSecret {
+  sealed: string;
+  /** ISO 8601. */
+  expires_at: string;
+}
+
 export interface ClientsTable {
   id: string;
   parent_id: string | null;
@@ -258,8 +265,8 @@ export interface WebhookEndpointsTable {
   event_types: string[] | null;
   include_subclients: Generated<boolean>;
   secret_sealed: string;
-  previous_secret_sealed: string | null;
-  previous_secret_expires_at: NullableTimestamp;
+  /** Secrets replaced by a rotation that still sign until their expiry, newest last. */
+  retired_secrets: ColumnType<RetiredSecret[], string | undefined, string>;
   status: Generated<WebhookStatus>;
   disabled_reason: string | null;
   disabled_at: NullableTimestamp;

@@ -1,13 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { type Selectable, sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
-import type { DeliveryKind, WebhookDeliveriesTable, WebhookEndpointsTable } from "../../db/schema.ts";
+import type {
+  DeliveryKind,
+  RetiredSecret,
+  WebhookDeliveriesTable,
+  WebhookEndpointsTable,
+} from "../../db/schema.ts";
 
 /** SQL of the webhooks module: endpoints, their deliveries, and what delivery workers claim. */
-export type EndpointRow = Omit<
-  Selectable<WebhookEndpointsTable>,
-  "secret_sealed" | "previous_secret_sealed" | "previous_secret_expires_at"
->;
+export type EndpointRow = Omit<Selectable<WebhookEndpointsTable>, "secret_sealed" | "retired_secrets">;
 export type DeliveryRow = Selectable<WebhookDeliveriesTable> & { event_type: string };
 
 /** Every column the API may show: the sealed secrets never leave this file except to a worker. */
@@ -124,29 +126,40 @@ export async function enableEndpoint(db: Queryable, id: string): Promise<void> {
     .execute();
 }
 
-/** Replaces the secret; the old one keeps signing until `previousExpiresAt`. */
+/**
+ * Replaces the secret of an endpoint locked by `lockEndpoint`: the replaced one joins the retired
+ * secrets (signing until `retiredUntil`), which keep their own expiries; expired ones are dropped
+ * and, past `keep`, the oldest.
+ */
 export async function rotateSecret(
   tx: Tx,
-  id: string,
+  locked: LockedEndpoint,
   secretSealed: string,
-  previousExpiresAt: Date,
+  retiredUntil: Date,
+  keep: number,
 ): Promise<void> {
+  const now = Date.now();
+  const retired = [
+    ...locked.retired_secrets.filter((secret) => Date.parse(secret.expires_at) > now),
+    { sealed: locked.secret_sealed, expires_at: retiredUntil.toISOString() },
+  ].slice(-keep);
   await tx
     .updateTable("webhook_endpoints")
-    .set((eb) => ({
-      previous_secret_sealed: eb.ref("secret_sealed"),
-      previous_secret_expires_at: previousExpiresAt,
-      secret_sealed: secretSealed,
-      updated_at: new Date(),
-    }))
-    .where("id", "=", id)
+    .set({ secret_sealed: secretSealed, retired_secrets: JSON.stringify(retired), updated_at: new Date() })
+    .where("id", "=", locked.id)
     .execute();
 }
 
-export async function lockEndpoint(tx: Tx, id: string): Promise<{ secret_sealed: string } | undefined> {
+export interface LockedEndpoint {
+  id: string;
+  secret_sealed: string;
+  retired_secrets: RetiredSecret[];
+}
+
+export async function lockEndpoint(tx: Tx, id: string): Promise<LockedEndpoint | undefined> {
   return tx
     .selectFrom("webhook_endpoints")
-    .select("secret_sealed")
+    .select(["id", "secret_sealed", "retired_secrets"])
     .where("id", "=", id)
     .forUpdate()
     .executeTakeFirst();
@@ -269,8 +282,7 @@ export interface ClaimedDelivery {
   endpoint_id: string;
   url: string;
   secret_sealed: string;
-  previous_secret_sealed: string | null;
-  previous_secret_expires_at: Date | null;
+  retired_secrets: RetiredSecret[];
   event_id: string;
   event_type: string;
   event_client_id: string;
@@ -305,7 +317,7 @@ export async function claimDueDeliveries(
     from due, events e, webhook_endpoints w
     where d.id = due.id and e.id = d.event_id and w.id = d.endpoint_id
     returning d.id, d.attempts, d.created_at, d.endpoint_id, w.url, w.secret_sealed,
-      w.previous_secret_sealed, w.previous_secret_expires_at, e.id as event_id, e.type as event_type,
+      w.retired_secrets, e.id as event_id, e.type as event_type,
       e.client_id as event_client_id, e.data as event_data, e.created_at as event_created_at`.execute(db);
   return result.rows;
 }

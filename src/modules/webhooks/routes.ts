@@ -106,15 +106,20 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
   app.post<ById>(
     "/v1/webhooks/:id/rotate_secret",
     {
+      config: { idempotent: true },
       schema: {
         ...common,
         summary: "Replace the signing secret",
-        description: `The new secret is shown once; the old one also signs for ${limits.webhookSecretRotationGraceHours} hours.`,
+        description: `The new secret is shown once; the one it replaces also signs for ${limits.webhookSecretRotationGraceHours} hours (and those replaced before keep their own expiry). Idempotent with Idempotency-Key: a retry replays the rotation without its secret instead of rotating again.`,
         params: WebhookParams,
         response: responses(RotatedSecretData),
       },
     },
-    async (request) => ok(await service.rotateWebhookSecret(deps, request.caller, request.params.id)),
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await service.rotateWebhookSecret(deps, request.caller, request.params.id, request.idempotency),
+      ),
   );
 
   app.post<ById>(

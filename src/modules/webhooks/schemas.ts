@@ -113,8 +113,13 @@ export const DeletedWebhookData = Type.Object({
 
 export const RotatedSecretData = Type.Object({
   webhook: WebhookSchema,
-  secret: Type.String({ description: "The new signing secret, shown only in this response" }),
-  previous_secret_expires_at: Timestamp("Until then the previous secret also signs every attempt"),
+  secret: OrNull(Type.String(), {
+    description:
+      "The new signing secret, shown only in this response; null in an Idempotency-Key replay (the rotation happened once)",
+  }),
+  previous_secret_expires_at: Timestamp(
+    "Until then the secret this one replaced also signs every attempt (secrets retired by earlier rotations keep their own expiry)",
+  ),
 });
 
 export const TestEventData = Type.Object({ event: EventSchema, delivery: DeliverySchema });

@@ -216,22 +216,39 @@ export async function enableWebhook(db: Db, caller: Caller, id: string) {
 }
 
 /**
- * A new signing secret, shown once. The previous one keeps signing too (a second signature in
- * webhook-signature) for the grace period, so a receiver can switch without losing a delivery.
+ * A new signing secret, shown once. The one it replaces keeps signing too (one more signature in
+ * webhook-signature) for the grace period, so a receiver can switch without losing a delivery;
+ * secrets retired by earlier rotations keep signing until their own expiry.
  */
-export async function rotateWebhookSecret(deps: WebhookDeps, caller: Caller, id: string) {
+export async function rotateWebhookSecret(
+  deps: WebhookDeps,
+  caller: Caller,
+  id: string,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
   await endpointInScope(deps.db, caller, id);
-  const secret = newSigningSecret();
-  const previousExpiresAt = new Date(Date.now() + limits.webhookSecretRotationGraceHours * 3600_000);
-  await deps.db.transaction().execute(async (tx) => {
-    if (!(await repo.lockEndpoint(tx, id))) throw new AppError(errors.webhookNotFound);
-    await repo.rotateSecret(tx, id, seal(deps.vaultKey, secret, secretContext(id)), previousExpiresAt);
-  });
-  return {
-    webhook: presentWebhook(await endpointInScope(deps.db, caller, id)),
-    secret,
-    previous_secret_expires_at: previousExpiresAt.toISOString(),
-  };
+  return runIdempotent(
+    deps.db,
+    idempotency,
+    async (tx) => {
+      const locked = await repo.lockEndpoint(tx, id);
+      if (!locked) throw new AppError(errors.webhookNotFound);
+      const secret = newSigningSecret();
+      const previousExpiresAt = new Date(Date.now() + limits.webhookSecretRotationGraceHours * 3600_000);
+      const sealed = seal(deps.vaultKey, secret, secretContext(id));
+      await repo.rotateSecret(tx, locked, sealed, previousExpiresAt, limits.webhookRetiredSecretsMax);
+      const row = await repo.findEndpointInScope(tx, caller.clientId, id);
+      if (!row) throw new Error("a webhook endpoint vanished inside its own transaction");
+      const data = {
+        webhook: presentWebhook(row),
+        secret,
+        previous_secret_expires_at: previousExpiresAt.toISOString(),
+      };
+      return { status: 200, body: ok(data) };
+    },
+    // A replay says the rotation happened (once) but cannot show the secret again: it is not stored.
+    { storedBody: (body) => ({ ...body, data: { ...(body.data as object), secret: null } }) },
+  );
 }
 
 async function enabledEndpointInScope(db: Db, caller: Caller, id: string): Promise<repo.EndpointRow> {

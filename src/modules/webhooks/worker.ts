@@ -183,12 +183,10 @@ export class WebhookWorker {
   #secretsOf(delivery: repo.ClaimedDelivery): string[] {
     const context = secretContext(delivery.endpoint_id);
     const secrets = [open(this.#vaultKey, delivery.secret_sealed, context)];
-    const previousValid =
-      delivery.previous_secret_sealed !== null &&
-      delivery.previous_secret_expires_at !== null &&
-      delivery.previous_secret_expires_at.getTime() > Date.now();
-    if (previousValid && delivery.previous_secret_sealed)
-      secrets.push(open(this.#vaultKey, delivery.previous_secret_sealed, context));
+    const now = Date.now();
+    for (const retired of delivery.retired_secrets) {
+      if (Date.parse(retired.expires_at) > now) secrets.push(open(this.#vaultKey, retired.sealed, context));
+    }
     return secrets;
   }
 }
