@@ -181,7 +181,8 @@ test("PIN: clear or ciphered; wrong PINs are counted and lock it; a new PIN unlo
   expectError(await send(tenant, body(card.id, { pin: "3333" })), 5308, 422);
   expectError(await send(tenant, body(card.id)), 5308, 422);
   expectError(await send(tenant, body(card.id, { pin: "12" })), 1000, 400);
-  expectError(await send(tenant, body(card.id, { pin: "1234567" })), 1005, 400);
+  // Regression (contract audit): seven digits in clear were taken for a ciphertext (1005).
+  expectError(await send(tenant, body(card.id, { pin: "1234567" })), 1000, 400);
   const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "9090");
   expectOk(
     await call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } }),

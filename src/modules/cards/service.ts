@@ -289,8 +289,10 @@ function pinDigest(ctx: AppContext, cardId: string, pin: string): string {
 
 /** Reads a PIN: 4-6 digits, in clear where allowed, or ciphered under the system key. */
 async function readPin(ctx: AppContext, text: string, allowClear: boolean): Promise<string> {
+  // Digits alone are a PIN in clear, whatever their number (a ciphertext is hundreds of Base64
+  // characters): a 7-digit PIN is "must be 4-6 digits", not "could not be deciphered".
   const pin =
-    allowClear && /^[0-9]{4,6}$/.test(text)
+    allowClear && /^[0-9]{1,64}$/.test(text)
       ? text
       : (await ctx.systemKey.decryptAsync(text, "pin")).toString("utf8");
   if (!/^[0-9]{4,6}$/.test(pin)) throw invalidField("pin", "pin", "must be 4-6 digits");
