@@ -30,7 +30,7 @@ export const limits = {
   loginFailuresPerKeyMax: 10,
   loginLockSeconds: 30 * 60,
   /** API key ids that do not exist whose failed logins a process counts (the oldest is forgotten). */
-  unknownKeyFailuresMax: 100_000,
+  unknownKeyFailuresMax: 20_000,
   /** Bearer tokens whose signature a process remembers having checked (the oldest is forgotten). */
   verifiedTokensMax: 10_000,
   /**
