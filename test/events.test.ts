@@ -221,6 +221,10 @@ test("query validation: unknown types, bad cursors, limits and dates are 1000 na
     ["?created_from=9999-12-31T23:59:59-12:00", "created_from"],
     ["?client_id=nope", "client_id"],
     ["?colour=blue", "colour"],
+    ["?limit=0x10", "limit"],
+    // An empty window (from after to, or equal: to is exclusive) answered an empty list.
+    ["?created_from=2025-01-04T00:00:00Z&created_to=2025-01-02T00:00:00Z", "created_to"],
+    ["?created_from=2025-01-04T00:00:00Z&created_to=2025-01-04T00:00:00Z", "created_to"],
   ];
   for (const [query, field] of cases) {
     const response = expectError(await list(tenant.token, query), 1000, 400);

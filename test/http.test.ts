@@ -179,6 +179,11 @@ test("query strings: an unknown parameter is refused on every /v1 route, and num
       perPage,
     );
   }
+  const huge = await call(t.app, "GET", `/v1/clients?per_page=${"9".repeat(30)}`, { token: tenant.token });
+  assert.deepEqual(
+    details(expectError(huge, 1000, 400)).map((d) => `${d.field}:${d.rule}`),
+    ["per_page:maximum"],
+  );
   assert.equal(
     expectOk(await call(t.app, "GET", "/v1/clients?per_page=16", { token: tenant.token })) !== null,
     true,

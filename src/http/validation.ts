@@ -92,8 +92,9 @@ function firstUnstorable(value: unknown, pointer: string): string | undefined {
  * a JSON body, where `"10"` is not a number.
  */
 const decimalText: Record<string, RegExp> = {
-  integer: /^-?[0-9]{1,16}$/,
-  number: /^-?[0-9]{1,16}(\.[0-9]{1,16})?$/,
+  // Any number of digits: one too large is then "must be <= 100", not "must be an integer".
+  integer: /^-?[0-9]+$/,
+  number: /^-?[0-9]+(\.[0-9]+)?$/,
 };
 
 /** The integer and number properties of a flat query or path schema, with the text each takes. */
