@@ -388,7 +388,9 @@ test("PIN: set ciphered on an ACTIVE card, hashed at rest; a clear or malformed 
   assert.ok(card);
   const setPin = (pin: string) =>
     call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } });
-  expectError(await setPin("1234"), 1005, 400);
+  // A PIN in clear is named as such (it answered 1005, "could not be deciphered").
+  const clear = expectError(await setPin("1234"), 1000, 400);
+  assert.match(clear.body.message, /pin: must be ciphered/);
   expectError(await setPin(opensslEncrypt(t.ctx.systemKey.publicKeyPem, "123")), 1000, 400);
   expectError(await setPin(opensslEncrypt(t.ctx.systemKey.publicKeyPem, "1234567")), 1000, 400);
   expectError(await setPin(opensslEncrypt(t.ctx.systemKey.publicKeyPem, "12a4")), 1000, 400);

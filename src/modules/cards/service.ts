@@ -291,10 +291,14 @@ function pinDigest(ctx: AppContext, cardId: string, pin: string): string {
 async function readPin(ctx: AppContext, text: string, allowClear: boolean): Promise<string> {
   // Digits alone are a PIN in clear, whatever their number (a ciphertext is hundreds of Base64
   // characters): a 7-digit PIN is "must be 4-6 digits", not "could not be deciphered".
-  const pin =
-    allowClear && /^[0-9]{1,64}$/.test(text)
-      ? text
-      : (await ctx.systemKey.decryptAsync(text, "pin")).toString("utf8");
+  const clear = /^[0-9]{1,64}$/.test(text);
+  if (clear && !allowClear)
+    throw invalidField(
+      "pin",
+      "ciphered",
+      "must be ciphered under the system key; a PIN in clear is refused here",
+    );
+  const pin = clear ? text : (await ctx.systemKey.decryptAsync(text, "pin")).toString("utf8");
   if (!/^[0-9]{4,6}$/.test(pin)) throw invalidField("pin", "pin", "must be 4-6 digits");
   return pin;
 }
