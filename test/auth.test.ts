@@ -228,6 +228,71 @@ test("a key id that does not exist locks the same way, so the lockout does not t
   }
 });
 
+test("logins sent at once get no more guesses than logins sent one after another", async () => {
+  // A separate app trusting X-Forwarded-For, so that each test picks its addresses.
+  const other = await startTestApp({ trustProxy: true });
+  const tally = (responses: { status: number; body: { code: number } }[]) => {
+    const seen: Record<string, number> = {};
+    for (const response of responses) {
+      const answer = `${response.status} ${response.body.code}`;
+      seen[answer] = (seen[answer] ?? 0) + 1;
+    }
+    return seen;
+  };
+  try {
+    // 30 wrong passwords for one key at once, each from its own address: 10 are checked, the
+    // rest find the key locked, and so does the right password afterwards.
+    const victim = await createTenant(other);
+    const guesses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        call(other.app, "POST", "/v1/auth/login", {
+          body: loginBody(victim.apiKey, `wrong-${i}`),
+          headers: { "x-forwarded-for": `10.7.${i}.1` },
+        }),
+      ),
+    );
+    assert.deepEqual(tally(guesses), {
+      "401 2005": limits.loginFailuresPerKeyMax,
+      "429 2008": 30 - limits.loginFailuresPerKeyMax,
+    });
+    const right = await call(other.app, "POST", "/v1/auth/login", {
+      body: loginBody(victim.apiKey, victim.password),
+      headers: { "x-forwarded-for": "10.7.99.1" },
+    });
+    expectError(right, 2008, 429);
+
+    // 30 wrong logins at once from one address, each naming another key: 20 are checked, the
+    // rest are refused by the address's limit.
+    const sprayed = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        call(other.app, "POST", "/v1/auth/login", {
+          body: loginBody(`ek_spray${i}`, "x"),
+          headers: { "x-forwarded-for": "10.6.6.6" },
+        }),
+      ),
+    );
+    assert.deepEqual(tally(sprayed), {
+      "401 2005": limits.loginFailuresPerIpMax,
+      "429 2007": 30 - limits.loginFailuresPerIpMax,
+    });
+
+    // A right password gives its address's count back: logins at once from one address that
+    // succeed never use up its limit.
+    const owner = await createTenant(other);
+    const good = await Promise.all(
+      Array.from({ length: limits.loginFailuresPerIpMax + 5 }, () =>
+        call(other.app, "POST", "/v1/auth/login", {
+          body: loginBody(owner.apiKey, owner.password),
+          headers: { "x-forwarded-for": "10.5.5.5" },
+        }),
+      ),
+    );
+    assert.deepEqual(tally(good), { "200 0": limits.loginFailuresPerIpMax + 5 });
+  } finally {
+    await other.close();
+  }
+});
+
 test("every protected route refuses a missing or invalid token (from the OpenAPI document)", async () => {
   const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
     paths: Record<string, Record<string, { security?: unknown[] }>>;

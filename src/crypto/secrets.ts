@@ -17,10 +17,18 @@ const waiting: Array<() => void> = [];
  * than the cores only finishes them no sooner and holds more memory. On this machine's two cores,
  * 16 transfers out at once held four such blocks, and the bench's peak RSS was in that scenario.
  */
-async function scryptAsync(secret: string, salt: Buffer, N: number, r: number, p: number): Promise<Buffer> {
+async function scryptAsync(
+  secret: string,
+  salt: Buffer,
+  N: number,
+  r: number,
+  p: number,
+  beforeCheck?: () => void | Promise<void>,
+): Promise<Buffer> {
   if (running >= limits.scryptInFlight) await new Promise<void>((resolve) => waiting.push(resolve));
   else running++;
   try {
+    await beforeCheck?.();
     return await new Promise((resolve, reject) => {
       scrypt(secret, salt, keyLength, { N, r, p, maxmem: 64 * 1024 * 1024 }, (error, key) =>
         error ? reject(error) : resolve(key),
@@ -40,11 +48,27 @@ export async function hashSecret(secret: string): Promise<string> {
   return ["scrypt", params.N, params.r, params.p, salt.toString("base64"), hash.toString("base64")].join("$");
 }
 
-export async function verifySecret(secret: string, encoded: string): Promise<boolean> {
+/**
+ * Whether `secret` is the one `encoded` was made from. `beforeCheck` runs when this check's turn
+ * comes, right before scrypt: what it throws ends the check (a login locked while it waited in
+ * line is not checked).
+ */
+export async function verifySecret(
+  secret: string,
+  encoded: string,
+  beforeCheck?: () => void | Promise<void>,
+): Promise<boolean> {
   const [scheme, N, r, p, salt, hash] = encoded.split("$");
   if (scheme !== "scrypt" || !N || !r || !p || !salt || !hash) return false;
   const expected = Buffer.from(hash, "base64");
-  const actual = await scryptAsync(secret, Buffer.from(salt, "base64"), Number(N), Number(r), Number(p));
+  const actual = await scryptAsync(
+    secret,
+    Buffer.from(salt, "base64"),
+    Number(N),
+    Number(r),
+    Number(p),
+    beforeCheck,
+  );
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 

@@ -36,23 +36,47 @@ export async function findKeyForLogin(db: Queryable, apiKey: string): Promise<Ke
   };
 }
 
-/** Counts a failed login; the failure that reaches `max` locks the key for `lockSeconds`. */
-export async function recordFailedLogin(db: Queryable, apiKeyId: string, max: number, lockSeconds: number) {
-  await sql`
+/**
+ * Counts a failed login; the failure that reaches `max` locks the key for `lockSeconds`. A
+ * failure of a key already locked (its check raced the failures that locked it) is not counted:
+ * answers the lock's end then, `null` otherwise.
+ */
+export async function recordFailedLogin(
+  db: Queryable,
+  apiKeyId: string,
+  max: number,
+  lockSeconds: number,
+): Promise<Date | null> {
+  const { rows } = await sql`
     update api_keys set
       failed_logins = case when failed_logins + 1 >= ${max} then 0 else failed_logins + 1 end,
       locked_until = case when failed_logins + 1 >= ${max}
-        then now() + make_interval(secs => ${lockSeconds}) else locked_until end
-    where id = ${apiKeyId}`.execute(db);
+        then now() + make_interval(secs => ${lockSeconds}) end
+    where id = ${apiKeyId} and (locked_until is null or locked_until <= now())
+    returning id`.execute(db);
+  return rows.length > 0 ? null : await lockedUntil(db, apiKeyId);
 }
 
-export async function resetFailedLogins(db: Queryable, apiKeyId: string) {
-  await db
-    .updateTable("api_keys")
-    .set({ failed_logins: 0, locked_until: null })
+/**
+ * A right password: clears the count, unless the key locked while the password was checked
+ * (attempts racing this one reached the limit); answers the lock's end then, `null` otherwise.
+ */
+export async function recordLoginSuccess(db: Queryable, apiKeyId: string): Promise<Date | null> {
+  const { rows } = await sql`
+    update api_keys set failed_logins = 0, locked_until = null
+    where id = ${apiKeyId} and (locked_until is null or locked_until <= now())
+    returning id`.execute(db);
+  return rows.length > 0 ? null : await lockedUntil(db, apiKeyId);
+}
+
+/** When the key's lock ends (past or `null`: not locked). */
+export async function lockedUntil(db: Queryable, apiKeyId: string): Promise<Date | null> {
+  const row = await db
+    .selectFrom("api_keys")
+    .select("locked_until")
     .where("id", "=", apiKeyId)
-    .where((eb) => eb.or([eb("failed_logins", ">", 0), eb("locked_until", "is not", null)]))
-    .execute();
+    .executeTakeFirst();
+  return row?.locked_until ?? null;
 }
 
 export interface KeyState {

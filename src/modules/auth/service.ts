@@ -50,46 +50,71 @@ export class AuthService {
     this.#cacheMs = options.authCacheSeconds * 1000;
   }
 
+  /**
+   * Attempts sent at once get no more guesses than attempts sent one after another. Each check
+   * waits its turn for scrypt, and the limits are checked again when the turn comes, so an
+   * attempt behind enough failures is refused without a check. Once checked, a wrong password is
+   * counted against its address and its key, and answers the lock (2007, 2008) instead of 2005
+   * when failures checked beside it reached the limit first; a right password answers 2007 or
+   * 2008 too then, and clears its key's count otherwise.
+   */
   async login(apiKey: string, password: string, ip: string): Promise<LoginResult> {
     this.#checkIp(ip);
     const key = await repo.findKeyForLogin(this.#db, apiKey);
-    if (!key) {
-      // The same answers, in the same time, as a key that exists: locked after as many failures
-      // (without scrypt, as a locked key), and otherwise one scrypt check and 2005.
-      const unknown = this.#unknownKeyFailures.get(apiKey) ?? { count: 0, lockedUntil: 0 };
-      throwIfLocked(unknown.lockedUntil);
-      await verifySecret(password, decoyHash);
-      unknown.count += 1;
-      if (unknown.count >= limits.loginFailuresPerKeyMax) {
-        unknown.count = 0;
-        unknown.lockedUntil = Date.now() + limits.loginLockSeconds * 1000;
-      }
-      this.#unknownKeyFailures.set(apiKey, unknown);
+    if (!key) return this.#failUnknownKey(apiKey, password, ip);
+    const { apiKeyId } = key;
+    throwIfLocked(key.lockedUntil);
+    const right = await verifySecret(password, key.passwordHash, async () => {
+      this.#checkIp(ip);
+      throwIfLocked(await repo.lockedUntil(this.#db, apiKeyId));
+    });
+    if (!right) {
       this.#failIp(ip);
-      throw new AppError(errors.invalidCredentials);
-    }
-    throwIfLocked(key.lockedUntil?.getTime() ?? 0);
-    if (!(await verifySecret(password, key.passwordHash))) {
-      await repo.recordFailedLogin(
-        this.#db,
-        key.apiKeyId,
-        limits.loginFailuresPerKeyMax,
-        limits.loginLockSeconds,
+      throwIfLocked(
+        await repo.recordFailedLogin(
+          this.#db,
+          apiKeyId,
+          limits.loginFailuresPerKeyMax,
+          limits.loginLockSeconds,
+        ),
       );
-      this.#failIp(ip);
       throw new AppError(errors.invalidCredentials);
     }
+    this.#checkIp(ip);
+    throwIfLocked(await repo.recordLoginSuccess(this.#db, apiKeyId));
     if (key.keyStatus !== "ACTIVE" || key.clientStatus !== "ACTIVE")
       throw new AppError(errors.apiKeyDisabled);
-    await repo.resetFailedLogins(this.#db, key.apiKeyId);
     const now = Math.floor(Date.now() / 1000);
     const { token } = signToken(this.#tokenKey, {
-      kid: key.apiKeyId,
+      kid: apiKeyId,
       cid: key.clientId,
       iat: now,
       exp: now + this.#tokenTtlSeconds,
     });
-    return { token, expiresIn: this.#tokenTtlSeconds, apiKeyId: key.apiKeyId, clientId: key.clientId };
+    return { token, expiresIn: this.#tokenTtlSeconds, apiKeyId, clientId: key.clientId };
+  }
+
+  /**
+   * A key id that does not exist gets the answers a real key with a wrong password gets, in the
+   * same time: locked after as many failures (without scrypt while locked), and otherwise one
+   * scrypt check and 2005.
+   */
+  async #failUnknownKey(apiKey: string, password: string, ip: string): Promise<never> {
+    const unknown = this.#unknownKeyFailures.get(apiKey) ?? { count: 0, lockedUntil: 0 };
+    throwIfLocked(unknown.lockedUntil);
+    await verifySecret(password, decoyHash, () => {
+      this.#checkIp(ip);
+      throwIfLocked(unknown.lockedUntil);
+    });
+    this.#failIp(ip);
+    throwIfLocked(unknown.lockedUntil);
+    unknown.count += 1;
+    if (unknown.count >= limits.loginFailuresPerKeyMax) {
+      unknown.count = 0;
+      unknown.lockedUntil = Date.now() + limits.loginLockSeconds * 1000;
+    }
+    this.#unknownKeyFailures.set(apiKey, unknown);
+    throw new AppError(errors.invalidCredentials);
   }
 
   async logout(caller: Caller): Promise<void> {
@@ -137,6 +162,7 @@ export class AuthService {
     return state;
   }
 
+  /** 2007 with Retry-After while the address has used up its failures in the window. */
   #checkIp(ip: string): void {
     const entry = this.#ipFailures.get(ip);
     if (!entry) return;
@@ -151,7 +177,9 @@ export class AuthService {
     }
   }
 
+  /** Counts a failed login against its address; 2007 when failures beside it used up the limit. */
   #failIp(ip: string): void {
+    this.#checkIp(ip);
     const entry = this.#ipFailures.get(ip);
     if (entry) {
       entry.count += 1;
@@ -162,9 +190,9 @@ export class AuthService {
   }
 }
 
-/** 2008 with the seconds left in Retry-After, while a lock (epoch milliseconds) lasts. */
-function throwIfLocked(lockedUntil: number): void {
-  const lockedFor = Math.ceil((lockedUntil - Date.now()) / 1000);
+/** 2008 with the seconds left in Retry-After, while a lock (a date or epoch milliseconds) lasts. */
+function throwIfLocked(lockedUntil: Date | number | null): void {
+  const lockedFor = Math.ceil((Number(lockedUntil ?? 0) - Date.now()) / 1000);
   if (lockedFor > 0)
     throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(lockedFor) } });
 }
