@@ -184,6 +184,18 @@ test("an alias is unique within an organisation, ignoring case; other organisati
   const child = await login(t.app, subclient.api_client.api_key, "correct horse battery");
   expectError(await create(child, subclientBody({ alias: "norte", available: 0 })), 4101, 409);
   assert.equal(await balanceOf(t.ctx.db, parent.clientId), 900n);
+  // A taken alias is decided on the caller's data: the key's final answer, replayed as such.
+  const taken = subclientBody({ alias: "norte", available: 1 });
+  expectError(await create(parent.token, taken, "alias-taken-1"), 4101, 409);
+  const replay = await create(parent.token, taken, "alias-taken-1");
+  expectError(replay, 4101, 409);
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  expectError(
+    await create(parent.token, subclientBody({ alias: "sur", available: 1 }), "alias-taken-1"),
+    4001,
+    409,
+  );
+  assert.equal(await balanceOf(t.ctx.db, parent.clientId), 900n);
 });
 
 test("a sub-client creates its own sub-clients down to the depth limit (5103)", async () => {

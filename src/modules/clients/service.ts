@@ -123,32 +123,31 @@ export async function createSubclient(
   }
   // scrypt is slow on purpose: hash before the transaction, not while holding the balance lock.
   const passwordHash = await hashSecret(body.api_key_password);
-  try {
-    return await runIdempotent(db, idempotency, async (tx) => {
-      const parent = await repo.lockFundingSource(tx, caller.clientId);
-      assert.ok(parent, "an authenticated caller's client exists");
-      if (parent.lineage.length >= limits.clientDepthMax) throw new AppError(errors.clientDepthExceeded);
-      if (parent.balance_cents - availableCents < parent.min_balance_cents) {
-        throw new AppError(errors.subclientFundingInsufficient);
-      }
-      const subclient = await insertSubclient(tx, parent, { ...body, rfc }, passwordHash);
-      await createCollectionAccount(tx, subclient.id, clabeBankPrefix);
-      if (availableCents > 0n) await fundSubclient(tx, caller.clientId, subclient.id, availableCents);
-      const created = { ...subclient.data, available: toPesos(availableCents) };
-      // The parent owns the new client: the event is the parent's, and carries no credential.
-      await emitEvent(tx, { type: "client.created", clientId: caller.clientId, data: created });
-      return {
-        status: 200,
-        body: ok({
-          subclient: { ...created, api_client: { ...created.api_client, api_key: subclient.apiKey } },
-        }),
-      };
+  return runIdempotent(db, idempotency, async (tx) => {
+    const parent = await repo.lockFundingSource(tx, caller.clientId);
+    assert.ok(parent, "an authenticated caller's client exists");
+    if (parent.lineage.length >= limits.clientDepthMax) throw new AppError(errors.clientDepthExceeded);
+    if (parent.balance_cents - availableCents < parent.min_balance_cents) {
+      throw new AppError(errors.subclientFundingInsufficient);
+    }
+    // A taken alias is decided inside the work, so that it is the key's final answer too.
+    const subclient = await insertSubclient(tx, parent, { ...body, rfc }, passwordHash).catch((error) => {
+      if (violatedUniqueConstraint(error) === "clients_root_alias_uq")
+        throw new AppError(errors.clientAliasTaken);
+      throw error;
     });
-  } catch (error) {
-    if (violatedUniqueConstraint(error) === "clients_root_alias_uq")
-      throw new AppError(errors.clientAliasTaken);
-    throw error;
-  }
+    await createCollectionAccount(tx, subclient.id, clabeBankPrefix);
+    if (availableCents > 0n) await fundSubclient(tx, caller.clientId, subclient.id, availableCents);
+    const created = { ...subclient.data, available: toPesos(availableCents) };
+    // The parent owns the new client: the event is the parent's, and carries no credential.
+    await emitEvent(tx, { type: "client.created", clientId: caller.clientId, data: created });
+    return {
+      status: 200,
+      body: ok({
+        subclient: { ...created, api_client: { ...created.api_client, api_key: subclient.apiKey } },
+      }),
+    };
+  });
 }
 
 /** The client row, its main ledger account and its API key. */
