@@ -411,6 +411,43 @@ test("PIN: set ciphered on an ACTIVE card, hashed at rest; a clear or malformed 
   assert.equal(detail.card.pin_set, true);
 });
 
+test("PIN: a card blocked or canceled while its new PIN is hashed is refused, never answered set", async () => {
+  const pinHash = async (id: string) =>
+    (await t.ctx.db.selectFrom("cards").select("pin_hash").where("id", "=", id).executeTakeFirstOrThrow())
+      .pin_hash;
+  for (const [status, code] of [
+    ["TEMPORARY_INACTIVE", 5307],
+    ["CANCELED", 5304],
+  ] as const) {
+    const [card] = await cardsFor(t, tenant, 1, { activate: true });
+    assert.ok(card);
+    const before = await pinHash(card.id);
+    const setting = call(t.app, "PUT", "/v1/cards/pin", {
+      token: tenant.token,
+      body: { card_number: card.id, pin: opensslEncrypt(t.ctx.systemKey.publicKeyPem, "5005") },
+    });
+    // The PIN call reads the card, then spends about 40 ms hashing; the change lands meanwhile.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expectOk(
+      await call(t.app, "PUT", "/v1/cards/status", {
+        token: tenant.token,
+        body: {
+          card_number: card.id,
+          status,
+          ...where,
+          ...(status === "CANCELED" ? { reason: "STOLEN" } : {}),
+        },
+      }),
+    );
+    const answer = await setting;
+    if (answer.status === 200) assert.notEqual(await pinHash(card.id), before, "answered set, so it is set");
+    else {
+      expectError(answer, code, 422);
+      assert.equal(await pinHash(card.id), before);
+    }
+  }
+});
+
 test("GET /v1/cards/{id}: masked number, expiry, balance; unknown id 404", async () => {
   const [card] = await cardsFor(t, tenant, 1);
   assert.ok(card);

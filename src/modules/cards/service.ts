@@ -311,12 +311,19 @@ export async function setPin(ctx: AppContext, caller: Caller, cardNumber: string
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
   const pin = await readPin(ctx, pinText, false);
   const hash = await hashSecret(pinDigest(ctx, card.id, pin));
-  await ctx.db
+  // The card may have been blocked or canceled while the PIN was hashed: the PIN is set only on
+  // a card still ACTIVE, and otherwise the answer is that card's refusal, never a success.
+  const updated = await ctx.db
     .updateTable("cards")
     .set({ pin_hash: hash, pin_failed_attempts: 0, pin_locked: false, updated_at: new Date() })
     .where("id", "=", card.id)
     .where("status", "=", "ACTIVE")
-    .execute();
+    .returning("id")
+    .executeTakeFirst();
+  if (!updated) {
+    const now = await cardOrThrow(ctx.db, caller, { id: card.id });
+    throw new AppError(now.status === "CANCELED" ? errors.cardCanceled : errors.cardNotActive);
+  }
   return { card: presentCard(card), pin_set: true };
 }
 
