@@ -5,9 +5,13 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, beforeEach, test } from "node:test";
 import { encryptFor } from "../src/crypto/rsa.ts";
+import { AppError } from "../src/errors.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
+import { topupAirtime } from "../src/modules/airtime/service.ts";
 import { processPendingTopups } from "../src/modules/airtime/worker.ts";
+import type { CardRef } from "../src/modules/cards/card-number.ts";
+import { lockActiveCard, resolveActiveCard } from "../src/modules/cards/service.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { cardsFor, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -216,9 +220,86 @@ test("with id, an ACTIVE card of the caller's subtree pays (UUID or ciphered num
   assert.equal(replay.headers["idempotent-replayed"], "true");
   assert.deepEqual(expectOk(replay), paidFifty);
   expectError(await topup(owner, body({ id: inactive.id })), 5307, 422);
+  // Under an Idempotency-Key the refusal is final: once the card is active and funded, a retry of
+  // that attempt is still refused (it was evaluated again and paid).
+  expectError(await topup(owner, body({ id: inactive.id }), "inactive-card"), 5307, 422);
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/activate", {
+      token: owner.token,
+      body: { card_number: inactive.id, latitude: 19.4, longitude: -99.1 },
+    }),
+  );
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: owner.token,
+      body: {
+        card_number: inactive.id,
+        amount: 100,
+        payment_description: "fondeo",
+        latitude: 19.4,
+        longitude: -99.1,
+      },
+    }),
+  );
+  const retried = expectError(await topup(owner, body({ id: inactive.id }), "inactive-card"), 5307, 422);
+  assert.equal(retried.headers["idempotent-replayed"], "true");
+  assert.equal(await balanceOf(t.ctx.db, inactive.id), 10_000n);
   expectError(await topup(tenant, body({ id: card.id })), 3302, 404);
   expectError(await topup(owner, body({ id: randomUUID() })), 3302, 404);
   expectError(await topup(owner, body({ id: "4111111111111111" })), 1301, 400);
+  await assertLedgerBalanced(t);
+});
+
+test("a card blocked or canceled after it was resolved, before its debit, pays nothing", async () => {
+  const owner = await createTenant(t, { available: 500 });
+  const [card] = await cardsFor(t, owner, 1, { activate: true });
+  assert.ok(card);
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: owner.token,
+      body: {
+        card_number: card.id,
+        amount: 150,
+        payment_description: "fondeo",
+        latitude: 19.4,
+        longitude: -99.1,
+      },
+    }),
+  );
+  // The race an audit found (5 of 6 runs debited a card canceled a moment before): the card is
+  // canceled between the status read and the debit's transaction.
+  const caller = await t.ctx.auth.authenticate(`Bearer ${owner.token}`);
+  const deps = {
+    db: t.ctx.db,
+    provider: t.ctx.rails.airtime,
+    findPayingCard: async (who: typeof caller, ref: CardRef) => {
+      const found = await resolveActiveCard(t.ctx, who, ref);
+      expectOk(
+        await call(t.app, "PUT", "/v1/cards/status", {
+          token: owner.token,
+          body: {
+            card_number: card.id,
+            status: "CANCELED",
+            reason: "STOLEN",
+            latitude: 19.4,
+            longitude: -99.1,
+          },
+        }),
+      );
+      return found;
+    },
+    lockPayingCard: lockActiveCard,
+  };
+  await assert.rejects(
+    topupAirtime(
+      deps,
+      caller,
+      { cardRef: { id: card.id }, productId: telcel100, phoneNumber: "5512345678", email: "a@example.com" },
+      undefined,
+    ),
+    (error: unknown) => error instanceof AppError && error.def.code === 5304,
+  );
+  assert.equal(await balanceOf(t.ctx.db, card.id), 15_000n);
   await assertLedgerBalanced(t);
 });
 

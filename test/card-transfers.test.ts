@@ -275,6 +275,20 @@ test("insufficient card balance is 5501; an inactive, blocked, canceled or forei
     }),
   );
   expectError(await send(other, body(blocked.id)), 5307, 422);
+  // Refused under an Idempotency-Key, the refusal is the key's answer: unblocking the card does
+  // not let a retry of that attempt move money later (it did: 200, the card paid).
+  const key = { "idempotency-key": "blocked-card-1" };
+  expectError(await send(other, body(blocked.id), key), 5307, 422);
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: other.token,
+      body: { card_number: blocked.id, status: "ACTIVE", ...where },
+    }),
+  );
+  const balance = await balanceOf(t.ctx.db, blocked.id);
+  const retried = expectError(await send(other, body(blocked.id), key), 5307, 422);
+  assert.equal(retried.headers["idempotent-replayed"], "true");
+  assert.equal(await balanceOf(t.ctx.db, blocked.id), balance);
   expectOk(
     await call(t.app, "PUT", "/v1/cards/status", {
       token: other.token,

@@ -81,13 +81,39 @@ export async function runIdempotent(
     // careful client the money did not move when it did) nor a vanished key (500).
     if (lookupFailure !== undefined) throw lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
-    if (!isFinalRefusal(error)) throw error;
-    // The refusal becomes the key's answer, unless a duplicate's success committed meanwhile.
-    if (await recordResponse(db, scope, refusalResponse(error))) throw error;
-    const winner = await findStoredResponse(db, scope);
-    if (winner) return winner;
-    throw error;
+    return answerRefusal(db, scope, error);
   }
+}
+
+/**
+ * A check an operation makes before its idempotent work, outside that work's transaction (a
+ * card's status read before its PIN is checked): a final refusal it throws is the key's answer
+ * as the work's own refusals are. Answers the check's result, or the stored answer of a
+ * duplicate that succeeded meanwhile (`{ stored }`).
+ */
+export async function checkBeforeWork<T>(
+  db: Db,
+  scope: IdempotencyScope | undefined,
+  check: () => Promise<T>,
+): Promise<{ value: T } | { stored: IdempotentResult }> {
+  try {
+    return { value: await check() };
+  } catch (error) {
+    if (!scope) throw error;
+    return { stored: await answerRefusal(db, scope, error) };
+  }
+}
+
+/**
+ * Throws `error`, recorded first as the key's answer when it is a final refusal; unless a
+ * duplicate's success committed meanwhile under the key: that answer is returned instead.
+ */
+async function answerRefusal(db: Db, scope: IdempotencyScope, error: unknown): Promise<IdempotentResult> {
+  if (!isFinalRefusal(error)) throw error;
+  if (await recordResponse(db, scope, refusalResponse(error))) throw error;
+  const winner = await findStoredResponse(db, scope);
+  if (winner) return winner;
+  throw error;
 }
 
 /** A 4xx the work decided (not a reused key, not a rate limit): the final answer for its key. */

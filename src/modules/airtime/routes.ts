@@ -8,7 +8,7 @@ import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { cardRefName, parseCardNumber } from "../cards/card-number.ts";
-import { resolveActiveCard } from "../cards/service.ts";
+import { lockActiveCard, resolveActiveCard } from "../cards/service.ts";
 import { ProductsData, TopupBody, type TopupBodyType, TopupData, TopupParams } from "./schemas.ts";
 import { type AirtimeDeps, getTopup, listAirtimeProducts, topupAirtime } from "./service.ts";
 
@@ -18,6 +18,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     db: ctx.db,
     provider: ctx.rails.airtime,
     findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef),
+    lockPayingCard: lockActiveCard,
     warn: (message, detail) => app.log.warn(detail, message),
   };
 

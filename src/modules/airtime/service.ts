@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
 import {
+  checkBeforeWork,
   forgetIdempotencyKey,
   type IdempotencyScope,
   type IdempotentResult,
@@ -39,6 +40,8 @@ export interface AirtimeDeps {
   provider: AirtimeProvider;
   /** The ACTIVE card of the caller's subtree named by the 4.9 `id` (cards module). */
   findPayingCard?: (caller: Caller, cardRef: CardRef) => Promise<{ id: string; client_id: string }>;
+  /** The same card read again under lock in the debit's transaction: refused unless still ACTIVE. */
+  lockPayingCard?: (tx: Tx, caller: Caller, cardId: string) => Promise<unknown>;
   warn?: (message: string, detail: Record<string, unknown>) => void;
 }
 
@@ -47,6 +50,8 @@ export interface AirtimePayer {
   accountId: string;
   clientId: string;
   cardId: string | null;
+  /** Run first in the debit's transaction: a card blocked or canceled since it was resolved is refused. */
+  recheck?: (tx: Tx) => Promise<unknown>;
 }
 
 /**
@@ -61,7 +66,14 @@ export async function resolveAirtimePayer(
   if (cardRef === undefined) return { accountId: caller.clientId, clientId: caller.clientId, cardId: null };
   assert.ok(deps.findPayingCard, "a top-up paid by card needs the cards module's resolver");
   const card = await deps.findPayingCard(caller, cardRef);
-  return { accountId: card.id, clientId: card.client_id, cardId: card.id };
+  const { lockPayingCard } = deps;
+  assert.ok(lockPayingCard, "a top-up paid by card needs the cards module's lock");
+  return {
+    accountId: card.id,
+    clientId: card.client_id,
+    cardId: card.id,
+    recheck: (tx) => lockPayingCard(tx, caller, card.id),
+  };
 }
 
 export interface TopupInput {
@@ -86,20 +98,27 @@ export async function topupAirtime(
   input: TopupInput,
   idempotency: IdempotencyScope | undefined,
 ): Promise<IdempotentResult> {
-  const payer = await resolveAirtimePayer(deps, caller, input.cardRef);
-  return topupWithPayer(deps, payer, input, idempotency);
+  // A card that cannot pay or a product that cannot be bought is the key's final answer, as
+  // every refusal on the caller's data.
+  const checked = await checkBeforeWork(deps.db, idempotency, async () => {
+    const payer = await resolveAirtimePayer(deps, caller, input.cardRef);
+    const product = await repo.findProduct(deps.db, input.productId);
+    if (!product) throw new AppError(errors.airtimeProductNotFound);
+    if (product.status !== "ACTIVE") throw new AppError(errors.airtimeProductInactive);
+    return { payer, product };
+  });
+  if ("stored" in checked) return checked.stored;
+  return topupWithPayer(deps, checked.value.payer, checked.value.product, input, idempotency);
 }
 
 /** A top-up paid by any ledger account (a main balance, a card's account). */
-export async function topupWithPayer(
+async function topupWithPayer(
   deps: AirtimeDeps,
   payer: AirtimePayer,
+  product: repo.AirtimeProductRow,
   input: TopupInput,
   idempotency: IdempotencyScope | undefined,
 ): Promise<IdempotentResult> {
-  const product = await repo.findProduct(deps.db, input.productId);
-  if (!product) throw new AppError(errors.airtimeProductNotFound);
-  if (product.status !== "ACTIVE") throw new AppError(errors.airtimeProductInactive);
   const id = randomUUID();
   const pending = await runIdempotent(deps.db, idempotency, async (tx) => {
     const topup = await debitTopup(tx, { id, payer, product, input, idempotency });
@@ -128,6 +147,7 @@ async function debitTopup(
   },
 ): Promise<repo.TopupRow> {
   const { id, payer, product, input } = args;
+  await payer.recheck?.(tx);
   const amountCents = BigInt(product.amount_cents);
   let entryId: string;
   try {

@@ -176,7 +176,19 @@ interface Location {
  * any other status (a NEED_ACTIVATION card can receive money but not spend it).
  */
 export async function resolveActiveCard(ctx: AppContext, caller: Caller, ref: CardRef) {
-  const card = await cardOrThrow(ctx.db, caller, ref);
+  return activeOrThrow(await cardOrThrow(ctx.db, caller, ref));
+}
+
+/**
+ * The same card read again under a row lock inside the operation's transaction: a card blocked
+ * or canceled since `resolveActiveCard` (while its PIN was checked, or a provider was chosen) is
+ * refused, and cannot be blocked until the spending commits.
+ */
+export async function lockActiveCard(tx: Tx, caller: Caller, cardId: string) {
+  return activeOrThrow(await cardOrThrow(tx, caller, { id: cardId }, true));
+}
+
+function activeOrThrow(card: repo.CardRecord): repo.CardRecord {
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
   return card;

@@ -3,21 +3,20 @@ import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import {
+  checkBeforeWork,
   completeDraft,
   type IdempotencyDraft,
   type IdempotentResult,
   runIdempotent,
 } from "../../db/idempotency.ts";
-import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
-import { findCardInScope } from "../cards/repository.ts";
 import { CardNumber } from "../cards/schemas.ts";
-import { resolveActiveCard, verifyPin } from "../cards/service.ts";
+import { lockActiveCard, resolveActiveCard, verifyPin } from "../cards/service.ts";
 import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
 import { createSpeiOrder } from "./outgoing.ts";
 
@@ -84,14 +83,15 @@ export async function sendCardTransfer(
     card_number: cardRefName(ref),
   });
   if (stored) return stored;
-  const card = await resolveActiveCard(ctx, caller, ref);
+  // A card that cannot pay is the key's final answer, as every refusal on the caller's data.
+  const resolved = await checkBeforeWork(ctx.db, idempotency, () => resolveActiveCard(ctx, caller, ref));
+  if ("stored" in resolved) return resolved.stored;
+  const card = resolved.value;
   // Its own transaction: a wrong PIN is counted even though this request then fails.
   await verifyPin(ctx, caller, { id: card.id }, body.pin);
   return runIdempotent(ctx.db, idempotency, async (tx) => {
     // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
-    const locked = await findCardInScope(tx, caller.clientId, { id: card.id }, { lock: true });
-    if (!locked) throw new AppError(errors.cardNotFound);
-    if (locked.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+    const locked = await lockActiveCard(tx, caller, card.id);
     const order = await createSpeiOrder(tx, {
       clientId: locked.client_id,
       payerAccountId: locked.id,
