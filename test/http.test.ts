@@ -248,6 +248,25 @@ test("JSON nested deeper than the limit is 400/1000, not a 500 from a stack over
   assert.equal((read.body.data as { details: Array<{ rule: string }> }).details[0]?.rule, "type");
 });
 
+test("a field sent twice is refused, not read as its last value", async () => {
+  // Regression (audit): {"amount":0.01,"amount":5000000} funded 5,000,000.00.
+  const before = expectOk(
+    await call<{ available: number }>(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  const response = await call(t.app, "POST", "/v1/sandbox/funding", {
+    token: tenant.token,
+    raw: '{"amount":0.01,"amount":5000000}',
+  });
+  expectError(response, 1000, 400);
+  assert.deepEqual((response.body.data as { details: unknown[] }).details, [
+    { field: "amount", rule: "duplicate", message: "is sent twice: send each field once" },
+  ]);
+  const after = expectOk(
+    await call<{ available: number }>(t.app, "GET", "/v1/clients/balance", { token: tenant.token }),
+  );
+  assert.equal(after.available, before.available);
+});
+
 test("a number with more digits than a double holds is refused, not rounded into an amount", async () => {
   // Regression (contract audit): 0.009999999999999999999 parsed to 0.01 and was charged.
   const before = expectOk(

@@ -15,7 +15,10 @@ import { limits } from "../limits.ts";
  *   `12345678901234567890` to 12345678901234567000, which would turn a refused amount into a
  *   charged one and corrupt a client's reference. A number whose shortest decimal form as a double
  *   is a different number is refused, naming its field; every number of at most 15 significant
- *   digits (and every number a JSON encoder writes from a double) reads exactly.
+ *   digits (and every number a JSON encoder writes from a double) reads exactly;
+ * - a member name appears once in its object: JSON.parse keeps the last of `"amount": 0.01,
+ *   "amount": 5000000`, while a gateway, a log or a signature check in front of Emisor may read the
+ *   first; what moves money must not depend on which.
  */
 export function readJsonBody(request: FastifyRequest, raw: Buffer): unknown {
   // No such route: the 404 is the answer, whatever the body.
@@ -74,12 +77,15 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 const numberToken = /-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 
 /**
- * What makes a JSON text that parsed unacceptable: nesting deeper than `limits.jsonDepthMax`, or a
- * number that does not read exactly. The text must be valid JSON (it is walked, not checked).
+ * What makes a JSON text that parsed unacceptable: nesting deeper than `limits.jsonDepthMax`, a
+ * number that does not read exactly, or a member name twice in one object. The text must be valid
+ * JSON (it is walked, not checked).
  */
 export function jsonTextProblem(text: string): ValidationDetail | undefined {
   // The member name (as written) or array index at each open level, for naming the field.
   const path: Array<string | number> = [];
+  // The member names seen so far in each open object (decoded), `undefined` for arrays.
+  const names: Array<Set<string> | undefined> = [];
   const length = text.length;
   let i = 0;
   while (i < length) {
@@ -88,8 +94,21 @@ export function jsonTextProblem(text: string): ValidationDetail | undefined {
       const end = stringEnd(text, i);
       let next = end + 1;
       while (next < length && isBlank(text.charCodeAt(next))) next++;
-      // A member name, kept as written (quotes included): decoded only to name a field.
-      if (text.charCodeAt(next) === 0x3a) path[path.length - 1] = text.slice(i, end + 1);
+      if (text.charCodeAt(next) === 0x3a) {
+        // A member name, kept as written (quotes included) to name a field.
+        const written = text.slice(i, end + 1);
+        path[path.length - 1] = written;
+        const seen = names[names.length - 1];
+        const name = written.includes("\\") ? (JSON.parse(written) as string) : written.slice(1, -1);
+        if (seen?.has(name)) {
+          return {
+            field: fieldName(path),
+            rule: "duplicate",
+            message: "is sent twice: send each field once",
+          };
+        }
+        seen?.add(name);
+      }
       i = end + 1;
     } else if (c === 0x7b || c === 0x5b) {
       if (path.length === limits.jsonDepthMax) {
@@ -100,9 +119,11 @@ export function jsonTextProblem(text: string): ValidationDetail | undefined {
         };
       }
       path.push(c === 0x5b ? 0 : "");
+      names.push(c === 0x5b ? undefined : new Set());
       i++;
     } else if (c === 0x7d || c === 0x5d) {
       path.pop();
+      names.pop();
       i++;
     } else if (c === 0x2c) {
       const top = path.length - 1;

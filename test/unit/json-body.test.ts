@@ -63,6 +63,19 @@ test("the field of an inexact number is named by its path, array indexes include
   assert.match(long, /^0\.1{38}\.\.\. cannot be read exactly/);
 });
 
+test("a member name twice in one object is refused, however it is escaped; the same name in other objects is not", () => {
+  assert.deepEqual(jsonTextProblem('{"card_number":"x","amount":0.01,"amount":5000000}'), {
+    field: "amount",
+    rule: "duplicate",
+    message: "is sent twice: send each field once",
+  });
+  assert.equal(jsonTextProblem('{"amount":1,"\\u0061mount":2}')?.field, "amount");
+  assert.equal(jsonTextProblem('{"a":{"b":1,"c":{"b":2}},"list":[{"b":1},{"b":2}],"b":3}'), undefined);
+  assert.equal(jsonTextProblem('{"a":[{"x":1,"y":2,"x":3}]}')?.field, "a.0.x");
+  // Strings that are values, not names, may repeat freely.
+  assert.equal(jsonTextProblem('{"a":"amount","b":"amount"}'), undefined);
+});
+
 test("nesting is allowed up to the limit and refused past it, naming where", () => {
   const nest = (levels: number) => `${"[".repeat(levels)}${"]".repeat(levels)}`;
   assert.equal(jsonTextProblem(nest(limits.jsonDepthMax)), undefined);
