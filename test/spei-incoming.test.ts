@@ -169,6 +169,38 @@ test("the same abono delivered twice (and concurrently) credits once and confirm
   await assertLedgerBalanced(t);
 });
 
+test("a redelivery that writes the codes with other zeros is the same abono: credited once", async () => {
+  // Regression (audit): InstitucionOrdenante 40012, "40012", "040012" and "0040012" credited three times.
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, { Monto: 500 });
+  const first = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.equal(first.duplicate, false);
+  for (const sender of ["40012", "040012", "0040012"]) {
+    const again = expectOk(
+      await postSigned(t, incoming, {
+        ...body,
+        InstitucionOrdenante: sender,
+        ReferenciaNumerica: "1234567",
+      }),
+    ) as AbonoAnswer;
+    assert.equal(again.mensaje, "confirmar");
+    assert.equal(again.duplicate, true);
+  }
+  assert.equal(first.transfer_operation?.institucion_ordenante, "40012");
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 50_000n);
+  // An account type written "040" is a CLABE (it was returned with cause 17).
+  const padded = expectOk(
+    await postSigned(
+      t,
+      incoming,
+      abono(fresh.clabe, { TipoCuentaBeneficiario: "040", InstitucionBeneficiaria: "090646" }),
+    ),
+  ) as AbonoAnswer;
+  assert.equal(padded.mensaje, "confirmar");
+  assert.equal(padded.transfer_operation?.tipo_cuenta_beneficiario, "40");
+  await assertLedgerBalanced(t);
+});
+
 test("the same tracking key and day on a different transfer is returned with cause 30", async () => {
   const fresh = await createTenant(t);
   const body = abono(fresh.clabe, { Monto: 10 });

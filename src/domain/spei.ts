@@ -99,3 +99,18 @@ export function isRealDate(text: string): boolean {
 export function daysBetween(from: string, to: string): number {
   return Math.round((Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / 86_400_000);
 }
+
+/**
+ * A Banxico institution code in one form, whatever the rail sent: 40012, "40012" and "040012" are
+ * the same participant. The sender's code is part of what identifies an abono (with the date and
+ * the tracking key): compared as sent, a redelivery written with another number of zeros was
+ * credited again. Five digits (the catalog's form), more only when the code has more.
+ */
+export function institutionCode(value: string | number): string {
+  return numericCode(value).padStart(5, "0");
+}
+
+/** A numeric code (account type, numeric reference) as its number: "040" is 40. */
+export function numericCode(value: string | number): string {
+  return String(value).replace(/^0+(?=[0-9])/, "");
+}

@@ -1,5 +1,11 @@
 import { type Static, Type } from "typebox";
-import { isRealDate, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
+import {
+  institutionCode,
+  isRealDate,
+  numericCode,
+  returnCauses,
+  trackingKeyLengthMax,
+} from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import {
   DateString,
@@ -248,22 +254,22 @@ export function abonoOf(body: IncomingBodyType): Abono {
   return {
     transferId: body.Id === undefined ? undefined : String(body.Id),
     fechaOperacion: railDate(body.FechaOperacion, "FechaOperacion"),
-    institucionOrdenante: String(body.InstitucionOrdenante),
-    institucionBeneficiaria: String(body.InstitucionBeneficiaria),
+    institucionOrdenante: institutionCode(body.InstitucionOrdenante),
+    institucionBeneficiaria: institutionCode(body.InstitucionBeneficiaria),
     claveRastreo: body.ClaveRastreo,
     // Any exact amount parses; one above the credit limit is returned with a cause, not a 400
     // (a 400 would make the rail retry a transfer Emisor will never take).
     montoCents: parsePesos(body.Monto, "Monto", { maxCents: BigInt(Number.MAX_SAFE_INTEGER) }),
     nombreOrdenante: body.NombreOrdenante,
-    tipoCuentaOrdenante: String(body.TipoCuentaOrdenante),
+    tipoCuentaOrdenante: numericCode(body.TipoCuentaOrdenante),
     cuentaOrdenante: body.CuentaOrdenante,
     rfcCurpOrdenante: body.RFCCurpOrdenante,
     nombreBeneficiario: body.NombreBeneficiario,
-    tipoCuentaBeneficiario: String(body.TipoCuentaBeneficiario),
+    tipoCuentaBeneficiario: numericCode(body.TipoCuentaBeneficiario),
     cuentaBeneficiario: body.CuentaBeneficiario,
     rfcCurpBeneficiario: body.RFCCurpBeneficiario,
     conceptoPago: body.ConceptoPago,
-    referenciaNumerica: String(body.ReferenciaNumerica),
+    referenciaNumerica: numericCode(body.ReferenciaNumerica),
     tsLiquidacion: railTimestamp(body.TsLiquidacion, "TsLiquidacion"),
   };
 }

@@ -2,7 +2,13 @@ import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { buildClabe } from "../../domain/clabe.ts";
-import { daysBetween, newTrackingKey, operationDateOf, returnCauseText } from "../../domain/spei.ts";
+import {
+  daysBetween,
+  institutionCode,
+  newTrackingKey,
+  operationDateOf,
+  returnCauseText,
+} from "../../domain/spei.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
@@ -264,7 +270,7 @@ function sandboxAbono(input: SandboxIncoming, clientName: string): Abono {
   const receiver = institutionOfPrefix(input.clabe.slice(0, 3));
   return {
     fechaOperacion: fecha,
-    institucionOrdenante: input.payerInstitution ?? "40012",
+    institucionOrdenante: institutionCode(input.payerInstitution ?? "40012"),
     institucionBeneficiaria: receiver?.key ?? input.clabe.slice(0, 3),
     claveRastreo: input.trackingKey ?? newTrackingKey(fecha).replace(/^EMS/, "SBX"),
     montoCents: input.amountCents,
