@@ -179,6 +179,15 @@ test("URLs outside sandbox: https only, never localhost or a private address", a
       "https://[::1]/hook",
       "https://[::ffff:127.0.0.1]/hook",
       "https://[fd00::1]/hook",
+      // Regression (audit): these were accepted.
+      "https://localhost./hook",
+      "https://[::7f00:1]/hook",
+      "https://[fec0::1]/hook",
+      "https://[ff02::1]/hook",
+      "https://[64:ff9b::7f00:1]/hook",
+      "https://198.18.0.1/hook",
+      "https://224.0.0.1/hook",
+      "https://255.255.255.255/hook",
     ]) {
       expectUrlRejected(await create(owner.token, { url }, undefined, production.app), /local or private/);
     }

@@ -17,14 +17,32 @@ for (const [network, prefix] of [
   ["169.254.0.0", 16],
   ["172.16.0.0", 12],
   ["192.168.0.0", 16],
+  // Not the internet either (RFC 6890): IETF protocol assignments, the documentation and
+  // benchmarking networks, multicast, and the reserved block with the broadcast address.
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
 ] as const) {
   localAddresses.addSubnet(network, prefix, "ipv4");
 }
 for (const [network, prefix] of [
-  ["::", 128],
-  ["::1", 128],
+  // The unspecified and loopback addresses, and the deprecated IPv4-compatible form (::7f00:1 is
+  // 127.0.0.1) with them.
+  ["::", 96],
+  // NAT64 (64:ff9b::7f00:1 reaches 127.0.0.1 through a translator), discard, documentation.
+  ["64:ff9b::", 96],
+  ["64:ff9b:1::", 48],
+  ["100::", 64],
+  ["2001:db8::", 32],
   ["fc00::", 7],
   ["fe80::", 10],
+  // Site-local (deprecated, still routed inside some networks) and multicast.
+  ["fec0::", 10],
+  ["ff00::", 8],
 ] as const) {
   localAddresses.addSubnet(network, prefix, "ipv6");
 }
@@ -32,7 +50,11 @@ for (const [network, prefix] of [
 const sandboxHttpHosts = new Set(["localhost", "127.0.0.1"]);
 
 function isLocalHost(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  // "localhost." is localhost: a trailing dot only makes a DNS name absolute.
+  const host = hostname
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "")
+    .toLowerCase();
   if (host === "localhost" || host.endsWith(".localhost")) return true;
   const family = isIP(host);
   if (family === 4) return localAddresses.check(host, "ipv4");
