@@ -106,6 +106,7 @@ export const errors = {
     422,
     "The product requires the cardholder's rfc or curp, which is blank; use a product that allows it",
   ),
+  cardExpired: def(5314, 422, "The card is past its expiry date (the end of its expiry month)"),
   paymentInsufficientBalance: def(5401, 422, "Your main balance is not enough for this payment"),
   cardNotPayable: def(
     5402,

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
+import { balanceOf } from "../src/ledger/ledger.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import {
   assignBody,
@@ -446,6 +447,62 @@ test("PIN: a card blocked or canceled while its new PIN is hashed is refused, ne
       assert.equal(await pinHash(card.id), before);
     }
   }
+});
+
+test("an expired card is not stock, and cannot be activated, paid, spent from or given a PIN (5314)", async () => {
+  const owner = await createTenant(t, { available: 1000 });
+  const expire = (ids: string[]) =>
+    t.ctx.db.updateTable("cards").set({ expires_on: "2020-01-31" }).where("id", "in", ids).execute();
+  // Stock: an expired card is neither counted nor assigned.
+  const product = await createProduct(t, owner);
+  await mintStock(t, owner, product.id, 1);
+  const stock = await t.ctx.db
+    .selectFrom("cards")
+    .select("id")
+    .where("product_id", "=", product.id)
+    .execute();
+  await expire(stock.map((card) => card.id));
+  const view = expectOk(
+    await call<{ products: { detail: Array<{ stock_cards: number }> } }>(
+      t.app,
+      "GET",
+      `/v1/products/${product.id}`,
+      {
+        token: owner.token,
+      },
+    ),
+  );
+  assert.equal(view.products.detail[0]?.stock_cards, 0);
+  const holder = await createCardholder(t, owner);
+  expectError(await put(owner.token, assignBody(holder, product.id)), 5302, 422);
+  // Assigned cards that expired: one waiting for activation, one active.
+  const [waiting] = await cardsFor(t, owner, 1);
+  const [active] = await cardsFor(t, owner, 1, { activate: true });
+  assert.ok(waiting && active);
+  await expire([waiting.id, active.id]);
+  const activation = await call(t.app, "POST", "/v1/cards/activate", {
+    token: owner.token,
+    body: { card_number: waiting.id, ...where },
+  });
+  expectError(activation, 5314, 422);
+  for (const card of [waiting, active]) {
+    const paid = await call(t.app, "POST", "/v1/cards/payment", {
+      token: owner.token,
+      body: { card_number: card.id, amount: 10, payment_description: "fondeo", ...where },
+    });
+    expectError(paid, 5314, 422);
+  }
+  const pin = await call(t.app, "PUT", "/v1/cards/pin", {
+    token: owner.token,
+    body: { card_number: active.id, pin: opensslEncrypt(t.ctx.systemKey.publicKeyPem, "4821") },
+  });
+  expectError(pin, 5314, 422);
+  const airtime = await call(t.app, "POST", "/v1/airtime/topup", {
+    token: owner.token,
+    body: { id: active.id, product_id: "TELCEL_50", phone_number: "5512345678", email: "a@example.com" },
+  });
+  expectError(airtime, 5314, 422);
+  assert.equal(await balanceOf(t.ctx.db, active.id), 0n);
 });
 
 test("GET /v1/cards/{id}: masked number, expiry, balance; unknown id 404", async () => {

@@ -87,6 +87,15 @@ export function operationDateOf(instant: Date): string {
   return mexicoCityDate.format(instant);
 }
 
+let today = { date: "", until: 0 };
+
+/** Today in Mexico City (YYYY-MM-DD), worked out at most once a second. */
+export function mexicoCityToday(): string {
+  const now = Date.now();
+  if (now >= today.until) today = { date: mexicoCityDate.format(now), until: now + 1000 };
+  return today.date;
+}
+
 /** True when `text` is YYYY-MM-DD naming a real calendar day. */
 export function isRealDate(text: string): boolean {
   // Year 0000 is a day to Date but not to PostgreSQL.

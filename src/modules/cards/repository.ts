@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { CardStatus, CardType } from "../../db/schema.ts";
+import { mexicoCityToday } from "../../domain/spei.ts";
 import { addressColumns } from "../shared/address.ts";
 import type { CardRef } from "./card-number.ts";
 
@@ -282,7 +283,7 @@ export async function takeStockCard(
 ): Promise<{ id: string; last_four: string } | undefined> {
   const result = await sql<{ id: string; last_four: string }>`
     select id, last_four from cards
-    where product_id = ${productId} and status = 'NOT_ASSIGNED'
+    where product_id = ${productId} and status = 'NOT_ASSIGNED' and expires_on >= ${mexicoCityToday()}::date
     order by created_at
     limit 1
     for update skip locked`.execute(db);

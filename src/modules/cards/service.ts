@@ -14,6 +14,7 @@ import { limits } from "../../limits.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { findVisibleProduct } from "../products/repository.ts";
 import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.ts";
+import { isExpired } from "./expiry.ts";
 import * as repo from "./repository.ts";
 import type { AssignCardBody, ChangeStatusBody } from "./schemas.ts";
 
@@ -191,6 +192,7 @@ export async function lockActiveCard(tx: Tx, caller: Caller, cardId: string) {
 function activeOrThrow(card: repo.CardRecord): repo.CardRecord {
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+  if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
   return card;
 }
 
@@ -205,6 +207,7 @@ export async function activateCard(ctx: AppContext, caller: Caller, cardNumber: 
       throw new AppError(errors.cardTransitionNotAllowed, {
         message: `A ${card.status} card cannot be activated; unblock it with PUT /v1/cards/status`,
       });
+    if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
     const now = new Date();
     await tx
       .updateTable("cards")
@@ -318,9 +321,7 @@ async function readPin(ctx: AppContext, text: string, allowClear: boolean): Prom
 /** PUT /v1/cards/pin: sets the PIN of an ACTIVE card (ciphered in the request, hashed at rest). */
 export async function setPin(ctx: AppContext, caller: Caller, cardNumber: string, pinText: string) {
   const ref = await parseCardNumber(ctx, cardNumber);
-  const card = await cardOrThrow(ctx.db, caller, ref);
-  if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
-  if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
+  const card = activeOrThrow(await cardOrThrow(ctx.db, caller, ref));
   const pin = await readPin(ctx, pinText, false);
   const hash = await hashSecret(pinDigest(ctx, card.id, pin));
   // The card may have been blocked or canceled while the PIN was hashed: the PIN is set only on

@@ -12,6 +12,7 @@ import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { CardCache } from "../cards/card-cache.ts";
 import { type CardRef, cardRefName, parseCardNumber } from "../cards/card-number.ts";
+import { isExpired } from "../cards/expiry.ts";
 import type { PaymentBatcher, PaymentRequest } from "./batcher.ts";
 import type { PaymentBody } from "./schemas.ts";
 
@@ -56,6 +57,8 @@ async function paymentRequest(
   const { amountCents, idempotency } = parsed;
   const card = await cards.find(ctx.db, caller.clientId, parsed.ref);
   if (!card) throw new AppError(errors.cardNotFound);
+  // Its expiry date never changes, so the cached card answers it.
+  if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
   return {
     payerId: caller.clientId,
     apiKeyId: caller.apiKeyId,

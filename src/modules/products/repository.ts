@@ -2,6 +2,7 @@ import type { Insertable, Selectable } from "kysely";
 import { type Expression, type SqlBool, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { ProductsTable } from "../../db/schema.ts";
+import { mexicoCityToday } from "../../domain/spei.ts";
 
 export type ProductRow = Selectable<ProductsTable> & { stock_cards: bigint };
 
@@ -16,9 +17,9 @@ function selectProducts(db: Queryable) {
     .selectFrom("products as p")
     .selectAll("p")
     .select(
-      sql<bigint>`(select count(*) from cards c where c.product_id = p.id and c.status = 'NOT_ASSIGNED')`.as(
-        "stock_cards",
-      ),
+      // Expired cards in stock cannot be assigned: they are not stock.
+      sql<bigint>`(select count(*) from cards c where c.product_id = p.id and c.status = 'NOT_ASSIGNED'
+        and c.expires_on >= ${mexicoCityToday()}::date)`.as("stock_cards"),
     );
 }
 
