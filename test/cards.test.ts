@@ -95,6 +95,17 @@ test("shipping: B2C uses the client's address (none on file is 5310); CUSTOM nee
     5310,
     422,
   );
+  // A virtual card is not shipped: B2C without an address on file, or CUSTOM without one, is
+  // fine (they were 5310 and 1000, so a root client, which has no address, could not assign one).
+  const virtual = await createProduct(t, tenant, { card_type: "VIRTUAL" });
+  await mintStock(t, tenant, virtual.id, 2);
+  for (const shipping_method of ["B2C", "CUSTOM"]) {
+    const assigned = expectOk(
+      await put(tenant.token, assignBody(cardholderId, virtual.id, { shipping_method })),
+    ) as { card: { id: string; status: string } };
+    assert.equal(assigned.card.status, "ACTIVE");
+    assert.equal(await shipmentOf(assigned.card.id), undefined);
+  }
   await t.ctx.db
     .updateTable("clients")
     .set({

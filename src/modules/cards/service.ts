@@ -59,7 +59,8 @@ export async function assignCard(
         });
       }
     }
-    const address = await deliveryAddress(tx, body, cardholder);
+    // A virtual card is not shipped: its shipping fields name no address, and need none on file.
+    const address = product.card_type === "PHYSICAL" ? await deliveryAddress(tx, body, cardholder) : null;
     const stock = await repo.takeStockCard(tx, product.id);
     if (!stock) throw new AppError(errors.stockEmpty);
 
@@ -97,7 +98,7 @@ export async function assignCard(
       .execute();
     // The card's balance: a ledger account with the card's own id, owned by the cardholder's client.
     await createAccount(tx, { id: stock.id, kind: "CARD", clientId: cardholder.client_id });
-    if (product.card_type === "PHYSICAL") {
+    if (address) {
       await tx
         .insertInto("card_shipments")
         .values({
