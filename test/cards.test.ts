@@ -15,7 +15,7 @@ import {
   panOf,
 } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
-import { opensslEncrypt, toUrlSafe } from "./helpers/openssl.ts";
+import { opensslDecrypt, opensslEncrypt, opensslKeyPair, toUrlSafe } from "./helpers/openssl.ts";
 import { cardholderBody } from "./helpers/people.ts";
 
 let t: TestApp;
@@ -514,6 +514,54 @@ test("an expired card is not stock, and cannot be activated, paid, spent from or
   });
   expectError(airtime, 5314, 422);
   assert.equal(await balanceOf(t.ctx.db, active.id), 0n);
+});
+
+test("GET /v1/cards/{id}/sensitive_data: number, expiry and CVV ciphered under the caller's public key", async () => {
+  const owner = await createTenant(t);
+  const [card] = await cardsFor(t, owner, 1);
+  assert.ok(card);
+  const reveal = (who: Tenant, id = card.id) =>
+    call<{ card: { id: string }; sensitive_data: string }>(t.app, "GET", `/v1/cards/${id}/sensitive_data`, {
+      token: who.token,
+    });
+  // No public key registered yet: nothing to cipher under.
+  expectError(await reveal(owner), 5101, 422);
+  const pair = opensslKeyPair();
+  expectOk(
+    await call(t.app, "POST", "/v1/clients/api_key/public_key", {
+      token: owner.token,
+      body: { public_key: pair.publicPem },
+    }),
+  );
+  const first = await reveal(owner);
+  assert.equal(first.headers["cache-control"], "no-store");
+  const answer = expectOk(first);
+  assert.equal(answer.card.id, card.id);
+  const pan = await panOf(t, card.id);
+  assert.ok(!JSON.stringify(first.body).includes(pan));
+  const data = JSON.parse(opensslDecrypt(pair, answer.sensitive_data)) as Record<string, string>;
+  const detail = expectOk(
+    await call<{ card: { expiration: string } }>(t.app, "GET", `/v1/cards/${card.id}`, {
+      token: owner.token,
+    }),
+  );
+  assert.deepEqual(Object.keys(data).sort(), ["card_number", "cvv", "expiration"]);
+  assert.equal(data.card_number, pan);
+  assert.equal(data.expiration, detail.card.expiration);
+  assert.match(data.cvv ?? "", /^[0-9]{3}$/);
+  // The CVV is the card's: the same at every call (the ciphertext is not).
+  const again = expectOk(await reveal(owner));
+  assert.notEqual(again.sensitive_data, answer.sensitive_data);
+  assert.equal((JSON.parse(opensslDecrypt(pair, again.sensitive_data)) as { cvv: string }).cvv, data.cvv);
+  // Nobody else's card, and not a canceled one.
+  expectError(await reveal(tenant), 3302, 404);
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: owner.token,
+      body: { card_number: card.id, status: "CANCELED", reason: "STOLEN", ...where },
+    }),
+  );
+  expectError(await reveal(owner), 5304, 422);
 });
 
 test("GET /v1/cards/{id}: masked number, expiry, balance; unknown id 404", async () => {

@@ -86,6 +86,13 @@ async function equip(name: string, tenant: Tenant): Promise<Party> {
       body: { card_number: card.id, amount: 1000, payment_description: "fondeo", ...where },
     }),
   );
+  // Any RSA public key will do for its own sensitive data (only the matrix's reads use it).
+  expectOk(
+    await call(t.app, "POST", "/v1/clients/api_key/public_key", {
+      ...auth,
+      body: { public_key: t.ctx.systemKey.publicKeyPem },
+    }),
+  );
   const cipheredPin = encryptFor(t.ctx.systemKey.publicKeyPem, pin);
   expectOk(
     await call(t.app, "PUT", "/v1/cards/pin", { ...auth, body: { card_number: card.id, pin: cipheredPin } }),
@@ -228,6 +235,8 @@ const matrix: Record<string, Attempts> = {
     ),
   "GET /v1/cards/{id}": (_, x) => one("card", `/v1/cards/${x.cardId}`, notFound.card),
   "GET /v1/cards/{id}/movements": (_, x) => one("card", `/v1/cards/${x.cardId}/movements`, notFound.card),
+  "GET /v1/cards/{id}/sensitive_data": (_, x) =>
+    one("card", `/v1/cards/${x.cardId}/sensitive_data`, notFound.card),
   "POST /v1/cards/payment": (_, x) =>
     onUrl(
       "/v1/cards/payment",

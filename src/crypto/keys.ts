@@ -20,6 +20,8 @@ export interface KeyRing {
   pin: Buffer;
   /** Fingerprints idempotent request bodies (HMAC-SHA256), which may hold a password or a PIN. */
   idempotency: Buffer;
+  /** Computes card verification values (HMAC-SHA256 of number and expiry): never stored. */
+  cvv: Buffer;
 }
 
 export class MasterKeyError extends Error {}
@@ -61,5 +63,6 @@ export function deriveKeyRing(master: Buffer): KeyRing {
     wrap: derive("system-key-wrap"),
     pin: derive("pin-pepper"),
     idempotency: derive("idempotency-request"),
+    cvv: derive("card-verification"),
   };
 }

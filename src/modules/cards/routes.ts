@@ -15,9 +15,18 @@ import {
   ChangeStatusBody,
   MovementsData,
   MovementsQuery,
+  SensitiveCardData,
   SetPinBody,
 } from "./schemas.ts";
-import { activateCard, assignCard, cardMovements, changeCardStatus, getCard, setPin } from "./service.ts";
+import {
+  activateCard,
+  assignCard,
+  cardMovements,
+  changeCardStatus,
+  getCard,
+  revealCard,
+  setPin,
+} from "./service.ts";
 
 const tags = ["cards"];
 
@@ -108,6 +117,25 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       },
     },
     async (request) => ok(await getCard(ctx, request.caller, request.params.id)),
+  );
+
+  app.get<{ Params: Static<typeof CardParams> }>(
+    "/v1/cards/:id/sensitive_data",
+    {
+      schema: {
+        tags,
+        summary: "A card's number, expiry and CVV, ciphered under your public key",
+        description:
+          'sensitive_data is RSA-OAEP-SHA256 (Base64) under the public key registered for the calling API key (POST /v1/clients/api_key/public_key; 5101 without one) of the JSON text {"card_number":"16 digits","expiration":"MM/YY","cvv":"3 digits"}. The CVV is computed, never stored. Not for a canceled card (5304). Answered with Cache-Control: no-store.',
+        security: bearerAuth,
+        params: CardParams,
+        response: responses(SensitiveCardData),
+      },
+    },
+    async (request, reply) => {
+      reply.header("cache-control", "no-store");
+      return ok(await revealCard(ctx, request.caller, request.params.id));
+    },
   );
 
   app.get<{ Params: Static<typeof CardParams>; Querystring: Static<typeof MovementsQuery> }>(

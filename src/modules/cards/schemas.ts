@@ -113,6 +113,14 @@ export const SetPinBody = Type.Object(
 export const CardParams = Type.Object({ id: Uuid() });
 export const MovementsQuery = Type.Object(PageQuery, { additionalProperties: false });
 
+export const SensitiveCardData = Type.Object({
+  card: CardSummary,
+  sensitive_data: Type.String({
+    description:
+      'Base64 RSA-OAEP-SHA256 under your registered public key of {"card_number","expiration","cvv"}',
+  }),
+});
+
 export const CardDetail = Type.Object({
   card: Type.Object({
     ...CardSummary.properties,

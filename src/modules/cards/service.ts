@@ -17,6 +17,7 @@ import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.t
 import { isExpired } from "./expiry.ts";
 import * as repo from "./repository.ts";
 import type { AssignCardBody, ChangeStatusBody } from "./schemas.ts";
+import { expirationOf, sensitiveCardData } from "./sensitive.ts";
 
 /** The card summary most card responses share. */
 export function presentCard(card: Pick<repo.CardRecord, "id" | "status" | "last_four" | "card_type">) {
@@ -384,7 +385,7 @@ export async function getCard(ctx: AppContext, caller: Caller, id: string) {
   return {
     card: {
       ...presentCard(card),
-      expiration: `${card.expires_on.slice(5, 7)}/${card.expires_on.slice(2, 4)}`,
+      expiration: expirationOf(card.expires_on),
       balance: toPesos(balance),
       product: { id: card.product_id, code: card.product_code, name: card.product_name },
       cardholder_id: card.cardholder_id,
@@ -397,6 +398,16 @@ export async function getCard(ctx: AppContext, caller: Caller, id: string) {
       pin_locked: card.pin_locked,
     },
   };
+}
+
+/**
+ * GET /v1/cards/{id}/sensitive_data: the card's number, expiry and CVV ciphered under the calling
+ * API key's public key (5101 without one). A canceled card's are not given (5304).
+ */
+export async function revealCard(ctx: AppContext, caller: Caller, id: string) {
+  const card = await cardOrThrow(ctx.db, caller, { id });
+  if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
+  return { card: presentCard(card), sensitive_data: await sensitiveCardData(ctx, caller, card) };
 }
 
 /** GET /v1/cards/{id}/movements: the card's ledger postings, newest first. */
