@@ -178,6 +178,21 @@ test("every field rule: phone 10 digits, email, external_id string or number of 
   assert.equal(edge.topup.external_id, "x".repeat(128));
   const numeric = expectOk(await topup(tenant, body({ external_id: 12345.5, product_id: "TELCEL_50" })));
   assert.equal(numeric.topup.external_id, "12345.5");
+  // Kept as decimal text, never in exponent form (1e21 was kept as "1e+21").
+  for (const [raw, text] of [
+    ["1e21", "1000000000000000000000"],
+    ["2.5E25", "25000000000000000000000000"],
+    ["1.5e-7", "0.00000015"],
+  ]) {
+    const response = await call<TopupData>(t.app, "POST", "/v1/airtime/topup", {
+      token: tenant.token,
+      raw: JSON.stringify(body({ product_id: "TELCEL_50", external_id: 0 })).replace(
+        '"external_id":0',
+        `"external_id":${raw}`,
+      ),
+    });
+    assert.equal(expectOk(response).topup.external_id, text);
+  }
   expectError(await topup(tenant, body({ product_id: "TELCEL_999" })), 3601, 404);
   expectError(await topup(tenant, body({ product_id: randomUUID() })), 3601, 404);
 });

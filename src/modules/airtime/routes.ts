@@ -58,7 +58,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
           "send additional_data or additional_date, not both",
         );
       }
-      const externalId = b.external_id === undefined ? undefined : String(b.external_id);
+      const externalId = b.external_id === undefined ? undefined : decimalText(b.external_id);
       if (externalId !== undefined && externalId.length > limits.airtimeExternalIdLengthMax) {
         throw invalidField(
           "external_id",
@@ -101,4 +101,23 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await getTopup(ctx.db, request.caller, request.params.id)),
   );
+}
+
+/**
+ * A JSON number as decimal text, never in exponent form: 1e21 is "1000000000000000000000" (String
+ * gives "1e+21"), 2.5e25 is "25000000000000000000000000", 1.5e-7 is "0.00000015". The body reader
+ * has already refused any number a double does not hold exactly, so the double's shortest form is
+ * the number the client wrote; its decimal point is moved as text, not through the double.
+ */
+export function decimalText(value: string | number): string {
+  if (typeof value === "string") return value;
+  const text = String(value);
+  const match = /^(-?)([0-9]+)(?:\.([0-9]+))?e([+-][0-9]+)$/.exec(text);
+  if (!match) return text;
+  const [, sign = "", whole = "", fraction = "", exponent = "0"] = match;
+  const digits = whole + fraction;
+  const point = whole.length + Number(exponent);
+  if (point >= digits.length) return `${sign}${digits}${"0".repeat(point - digits.length)}`;
+  if (point <= 0) return `${sign}0.${"0".repeat(-point)}${digits}`;
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
 }
