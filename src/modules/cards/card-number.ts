@@ -21,6 +21,7 @@ export async function parseCardNumber(
   if (uuidPattern.test(text)) return { id: text.toLowerCase() };
   if (clearNumberPattern.test(text)) {
     throw new AppError(errors.panInClear, {
+      message: `${field} must be the card's UUID or its 16-digit number ciphered under the system key`,
       details: [{ field, rule: "ciphered", message: "a card number must be ciphered under the system key" }],
     });
   }

@@ -301,8 +301,8 @@ export const SandboxReturnBody = Type.Object(
   {
     cause: Type.Optional(
       Type.String({
-        pattern: `^(${Object.keys(returnCauses).join("|")})$`,
-        "x-message": `must be a Banxico return cause: ${Object.keys(returnCauses).join(", ")}`,
+        pattern: `^(${Object.keys(returnCauses).sort().join("|")})$`,
+        "x-message": `must be a Banxico return cause: ${Object.keys(returnCauses).sort().join(", ")}`,
         description: "Banxico return cause (default 01)",
       }),
     ),
