@@ -87,6 +87,7 @@ export const errors = {
     422,
     "The client tree is at its maximum depth; no deeper sub-client can be created",
   ),
+  clientStatusOwn: def(5104, 422, "A client cannot change its own status; its parent (or an ancestor) does"),
   cardholderLookupAmbiguous: def(5201, 422, "Several cardholders match; add another filter"),
 
   productInactive: def(5301, 422, "The product is not active"),

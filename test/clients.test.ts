@@ -399,3 +399,65 @@ test("GET /v1/clients/balance, GET /v1/clients (direct sub-clients, paginated) a
     400,
   );
 });
+
+test("a parent disables a sub-client: its keys and those below it answer 2006 until enabled again", async () => {
+  const parent = await createTenant(t, { available: 10 });
+  const { subclient: child } = expectOk(await create(parent.token, subclientBody({ available: 2 })));
+  const childToken = await login(t.app, child.api_client.api_key, "correct horse battery");
+  const { subclient: grandchild } = expectOk(await create(childToken, subclientBody({ available: 1 })));
+  const grandchildToken = await login(t.app, grandchild.api_client.api_key, "correct horse battery");
+  const { subclient: sibling } = expectOk(await create(parent.token, subclientBody({ available: 1 })));
+  const siblingToken = await login(t.app, sibling.api_client.api_key, "correct horse battery");
+  const setStatus = (token: string, id: string, status: string) =>
+    call<{ client: { id: string; status: string }; previous_status: string }>(
+      t.app,
+      "PUT",
+      `/v1/clients/${id}/status`,
+      { token, body: { status } },
+    );
+  const balance = (token: string) => call(t.app, "GET", "/v1/clients/balance", { token });
+
+  const disabled = expectOk(await setStatus(parent.token, child.id, "DISABLED"));
+  assert.equal(disabled.client.status, "DISABLED");
+  assert.equal(disabled.previous_status, "ACTIVE");
+  // Tokens already handed out stop at once in this process; logins are refused too; the whole
+  // subtree below the disabled client stops with it.
+  expectError(await balance(childToken), 2006, 401);
+  expectError(await balance(grandchildToken), 2006, 401);
+  const relogin = await call(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: grandchild.api_client.api_key, password: "correct horse battery" } },
+  });
+  expectError(relogin, 2006, 401);
+  expectOk(await balance(siblingToken));
+  // Incoming SPEI to a CLABE below the disabled client is returned (cause 02).
+  const { clabe } = await t.ctx.db
+    .selectFrom("collection_accounts")
+    .select("clabe")
+    .where("client_id", "=", grandchild.id)
+    .executeTakeFirstOrThrow();
+  const incoming = expectOk(
+    await call<{ mensaje: string; causa_devolucion: string }>(t.app, "POST", "/v1/sandbox/spei/incoming", {
+      token: parent.token,
+      body: { clabe, amount: 5 },
+    }),
+  );
+  assert.deepEqual([incoming.mensaje, incoming.causa_devolucion], ["devolver", "02"]);
+  // Money stays where it is.
+  assert.equal(await balanceOf(t.ctx.db, child.id), 100n);
+  // Again: the same answer, no second event.
+  assert.equal(expectOk(await setStatus(parent.token, child.id, "DISABLED")).previous_status, "DISABLED");
+  const events = await eventsOf("client.status_changed", parent.clientId);
+  assert.equal(events.length, 1);
+  assert.deepEqual(events[0]?.data, disabled);
+
+  // Only an ancestor: not the client itself, not a sibling, not a child on its parent.
+  expectError(await setStatus(siblingToken, sibling.id, "DISABLED"), 5104, 422);
+  expectError(await setStatus(siblingToken, child.id, "DISABLED"), 3101, 404);
+  expectError(await setStatus(siblingToken, parent.clientId, "DISABLED"), 3101, 404);
+  expectError(await setStatus(parent.token, child.id, "SUSPENDED"), 1000, 400);
+
+  expectOk(await setStatus(parent.token, child.id, "ACTIVE"));
+  expectOk(await balance(childToken));
+  expectOk(await balance(grandchildToken));
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});

@@ -98,6 +98,18 @@ test("every event type: written with its change, shaped like the API's answer, d
     }),
     subclient,
   );
+  let statusAnswer: unknown;
+  record(
+    await oneEvent("client.status_changed", root.clientId, async () => {
+      statusAnswer = expectOk(
+        await call(t.app, "PUT", `/v1/clients/${String(subclient.id)}/status`, {
+          token: root.token,
+          body: { status: "DISABLED" },
+        }),
+      );
+    }),
+    statusAnswer,
+  );
   let cardholder: Record<string, unknown> = {};
   record(
     await oneEvent("cardholder.created", root.clientId, async () => {
@@ -251,6 +263,7 @@ test("every event type: written with its change, shaped like the API's answer, d
   const { api_key: _key, ...apiClientRest } = apiClient;
   assert.deepEqual(seen.get("client.created")?.data, { ...subclientRest, api_client: apiClientRest });
   for (const type of [
+    "client.status_changed",
     "cardholder.created",
     "card.assigned",
     "card.activated",
@@ -289,12 +302,12 @@ test("every event type: written with its change, shaped like the API's answer, d
   ]) {
     assert.ok(!everything.includes(secret), "an event carries a secret");
   }
-  assert.equal(new Set([...seen.values()].map((e) => e.id)).size, 12);
+  assert.equal(new Set([...seen.values()].map((e) => e.id)).size, 13);
 
   // Every one reaches the receiver, signed under the endpoint's secret, with webhook-id = event id.
   const verify = await readmeVerifier();
   const ids = new Set([...seen.values()].map((e) => e.id));
-  await waitFor("all twelve deliveries", () =>
+  await waitFor("all thirteen deliveries", () =>
     [...ids].every((id) => receiver.receipts.some((r) => r.headers["webhook-id"] === id)),
   );
   for (const receipt of receiver.receipts.filter((r) => ids.has(String(r.headers["webhook-id"])))) {

@@ -243,6 +243,8 @@ const matrix: Record<string, Attempts> = {
       cardForms(x, (n) => ({ card_number: n, amount: 1, payment_description: "x", ...where })),
     ),
   "GET /v1/clients/{id}": (_, x) => one("client", `/v1/clients/${x.tenant.clientId}`, notFound.client),
+  "PUT /v1/clients/{id}/status": (_, x) =>
+    one("client", `/v1/clients/${x.tenant.clientId}/status`, notFound.client, { status: "DISABLED" }),
   "POST /v1/cardholders": (_, x) =>
     one("client_id", "/v1/cardholders", notFound.client, {
       ...cardholderLike(),

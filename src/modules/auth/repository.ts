@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
+import { effectiveClientStatus } from "../clients/repository.ts";
 
 /** SQL of the auth module: API keys with their client, failed-login counters, revoked tokens. */
 export interface KeyForLogin {
@@ -20,7 +21,7 @@ export async function findKeyForLogin(db: Queryable, apiKey: string): Promise<Ke
       "k.client_id",
       "k.password_hash",
       "k.status",
-      "c.status as client_status",
+      effectiveClientStatus.as("client_status"),
       "k.locked_until",
     ])
     .where("k.key", "=", apiKey)
@@ -99,7 +100,7 @@ export async function loadKeyState(db: Queryable, apiKeyId: string): Promise<Key
       "c.root_id",
       "c.lineage",
       "k.status",
-      "c.status as client_status",
+      effectiveClientStatus.as("client_status"),
       eb
         .selectFrom("revoked_tokens as r")
         .select(sql<string[]>`coalesce(array_agg(r.jti), '{}')`.as("jtis"))

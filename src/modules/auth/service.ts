@@ -153,6 +153,11 @@ export class AuthService {
     this.#cache.delete(apiKeyId);
   }
 
+  /** Forget what this process knows about every key (after a client's status changed here). */
+  invalidateAll(): void {
+    this.#cache.clear();
+  }
+
   async #loadKeyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
     const state = await repo.loadKeyState(this.#db, apiKeyId);
     if (state) {

@@ -182,3 +182,11 @@ export async function listChildren(
     .executeTakeFirstOrThrow();
   return { total: Number(count.n), rows };
 }
+
+/**
+ * The status of the client aliased `c` as the rest of Emisor sees it: DISABLED when it or any
+ * client above it is (disabling a client stops its whole subtree), ACTIVE otherwise.
+ */
+export const effectiveClientStatus = sql<"ACTIVE" | "DISABLED">`case when exists (
+    select 1 from clients x where x.id = any(c.lineage) and x.status <> 'ACTIVE'
+  ) then 'DISABLED' else 'ACTIVE' end`;

@@ -11,11 +11,13 @@ import {
   ClientListData,
   ClientListQuery,
   ClientParams,
+  ClientStatusBody,
+  ClientStatusData,
   type CreateClientBody,
   createClientBody,
   SubclientData,
 } from "./schemas.ts";
-import { createSubclient, getBalance, getClient, listSubclients } from "./service.ts";
+import { createSubclient, getBalance, getClient, listSubclients, setClientStatus } from "./service.ts";
 
 /** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
 export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -93,5 +95,27 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
       },
     },
     async (request) => ok(await getClient(ctx.db, request.caller, request.params.id)),
+  );
+
+  app.put<{ Params: Static<typeof ClientParams>; Body: Static<typeof ClientStatusBody> }>(
+    "/v1/clients/:id/status",
+    {
+      schema: {
+        tags: ["clients"],
+        summary: "Disable (or enable again) a client of your subtree",
+        description:
+          "DISABLED: the client and every client below it answer 2006 at login and on every call (within EMISOR_AUTH_CACHE_SECONDS in every process); their money stays, and incoming SPEI to their CLABEs is returned (cause 02). Not your own status (5104). Emits client.status_changed to the client's parent when the status changes.",
+        security: bearerAuth,
+        params: ClientParams,
+        body: ClientStatusBody,
+        response: responses(ClientStatusData),
+      },
+    },
+    async (request) =>
+      ok(
+        await setClientStatus(ctx.db, request.caller, request.params.id, request.body.status, () =>
+          ctx.auth.invalidateAll(),
+        ),
+      ),
   );
 }

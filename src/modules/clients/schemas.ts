@@ -126,3 +126,17 @@ export const ClientListData = Type.Object({
   }),
 });
 export const ClientData = Type.Object({ client: ClientView });
+
+export const ClientStatusBody = Type.Object(
+  {
+    status: Type.Union([Type.Literal("ACTIVE"), Type.Literal("DISABLED")], {
+      description: "DISABLED: the client and every client below it can no longer log in or call",
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const ClientStatusData = Type.Object({
+  client: ClientView,
+  previous_status: Type.String(),
+});

@@ -296,3 +296,47 @@ export async function getClient(db: Db, caller: Caller, id: string) {
   if (!client) throw new AppError(errors.clientNotFound);
   return { client: presentClient(client) };
 }
+
+/**
+ * PUT /v1/clients/{id}/status: an ancestor disables (or enables again) a client of its subtree.
+ * A disabled client's keys, and those of every client below it, answer 2006 at login and on
+ * every call (within EMISOR_AUTH_CACHE_SECONDS in other processes, at once in this one). Its
+ * money stays where it is; incoming SPEI to its CLABEs is returned (cause 02). The change is
+ * announced to the client's parent (`client.status_changed`, the answer's data), as its creation.
+ */
+export async function setClientStatus(
+  db: Db,
+  caller: Caller,
+  id: string,
+  status: "ACTIVE" | "DISABLED",
+  onChanged: () => void,
+) {
+  const answer = await db.transaction().execute(async (tx) => {
+    const client = await repo.findClientInScope(tx, caller.clientId, id);
+    if (!client) throw new AppError(errors.clientNotFound);
+    if (client.id === caller.clientId) throw new AppError(errors.clientStatusOwn);
+    // Locked: a concurrent change waits, then reads the status this one left.
+    const previous = await tx
+      .selectFrom("clients")
+      .select("status")
+      .where("id", "=", client.id)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+    if (previous.status !== status) {
+      await tx
+        .updateTable("clients")
+        .set({ status, updated_at: new Date() })
+        .where("id", "=", client.id)
+        .execute();
+    }
+    const after = await repo.findClientInScope(tx, caller.clientId, id);
+    assert.ok(after, "a client just updated is in scope");
+    const data = { client: presentClient(after), previous_status: previous.status };
+    if (previous.status !== status) {
+      await emitEvent(tx, { type: "client.status_changed", clientId: client.parent_id ?? client.id, data });
+    }
+    return data;
+  });
+  onChanged();
+  return answer;
+}

@@ -9,6 +9,7 @@ import { insertEventsWithDeliveries, type OutboxEvent } from "../webhooks/reposi
  */
 export const eventTypes = [
   "client.created",
+  "client.status_changed",
   "cardholder.created",
   "card.assigned",
   "card.activated",

@@ -2,6 +2,7 @@ import type { Insertable, Selectable, Updateable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { SpeiOrderStatus, SpeiOrdersTable, TransferOperationsTable } from "../../db/schema.ts";
+import { effectiveClientStatus } from "../clients/repository.ts";
 import type { DayCount, Position } from "./pagination.ts";
 
 /** SQL of SPEI: collection accounts, incoming transfers and their day counters, outgoing orders. */
@@ -54,7 +55,7 @@ export async function findCollectionAccountByClabe(db: Queryable, clabe: string)
       "a.client_id",
       "a.clabe",
       "a.status",
-      "c.status as client_status",
+      effectiveClientStatus.as("client_status"),
       "c.name as client_name",
     ])
     .where("a.clabe", "=", clabe)
