@@ -64,6 +64,14 @@ const topup = (who: Tenant, payload: unknown, key?: string) =>
     body: payload,
     ...(key ? { headers: { "idempotency-key": key } } : {}),
   });
+/** Pays `amount` pesos onto a card from `who`'s main balance. */
+const fund = async (who: Tenant, cardId: string, amount: number) =>
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: who.token,
+      body: { card_number: cardId, amount, payment_description: "fondeo", latitude: 19.4, longitude: -99.1 },
+    }),
+  );
 const stored = (id: string) =>
   t.ctx.db.selectFrom("airtime_topups").selectAll().where("id", "=", id).executeTakeFirstOrThrow();
 
@@ -207,18 +215,7 @@ test("with id, an ACTIVE card of the caller's subtree pays (UUID or ciphered num
       body: { card_number: card.id, latitude: 19.4, longitude: -99.1 },
     }),
   );
-  expectOk(
-    await call(t.app, "POST", "/v1/cards/payment", {
-      token: owner.token,
-      body: {
-        card_number: card.id,
-        amount: 150,
-        payment_description: "fondeo",
-        latitude: 19.4,
-        longitude: -99.1,
-      },
-    }),
-  );
+  await fund(owner, card.id, 150);
   const mainBefore = await balanceOf(t.ctx.db, owner.clientId);
   const paid = expectOk(await topup(owner, body({ id: card.id })));
   assert.equal(paid.topup.status, "COMPLETED");
@@ -244,18 +241,7 @@ test("with id, an ACTIVE card of the caller's subtree pays (UUID or ciphered num
       body: { card_number: inactive.id, latitude: 19.4, longitude: -99.1 },
     }),
   );
-  expectOk(
-    await call(t.app, "POST", "/v1/cards/payment", {
-      token: owner.token,
-      body: {
-        card_number: inactive.id,
-        amount: 100,
-        payment_description: "fondeo",
-        latitude: 19.4,
-        longitude: -99.1,
-      },
-    }),
-  );
+  await fund(owner, inactive.id, 100);
   const retried = expectError(await topup(owner, body({ id: inactive.id }), "inactive-card"), 5307, 422);
   assert.equal(retried.headers["idempotent-replayed"], "true");
   assert.equal(await balanceOf(t.ctx.db, inactive.id), 10_000n);
@@ -270,18 +256,7 @@ test("a card blocked or canceled after it was resolved, before its debit, pays n
   const owner = await createTenant(t, { available: 500 });
   const [card] = await cardsFor(t, owner, 1, { activate: true });
   assert.ok(card);
-  expectOk(
-    await call(t.app, "POST", "/v1/cards/payment", {
-      token: owner.token,
-      body: {
-        card_number: card.id,
-        amount: 150,
-        payment_description: "fondeo",
-        latitude: 19.4,
-        longitude: -99.1,
-      },
-    }),
-  );
+  await fund(owner, card.id, 150);
   // The race an audit found (5 of 6 runs debited a card canceled a moment before): the card is
   // canceled between the status read and the debit's transaction.
   const caller = await t.ctx.auth.authenticate(`Bearer ${owner.token}`);
@@ -323,18 +298,7 @@ test("a provider failure on a card payment gives the card its money back", async
   const owner = await createTenant(t, { available: 200 });
   const [card] = await cardsFor(t, owner, 1, { activate: true });
   assert.ok(card);
-  expectOk(
-    await call(t.app, "POST", "/v1/cards/payment", {
-      token: owner.token,
-      body: {
-        card_number: card.id,
-        amount: 100,
-        payment_description: "fondeo",
-        latitude: 19.4,
-        longitude: -99.1,
-      },
-    }),
-  );
+  await fund(owner, card.id, 100);
   airtimeSimulator(t).decide = () => ({ status: "FAILED", reason: "TELCEL no disponible", retryable: true });
   try {
     expectError(await topup(owner, body({ id: card.id })), 6601, 502);
