@@ -7,3 +7,8 @@ import { mexicoCityToday } from "../../domain/spei.ts";
 export function isExpired(expiresOn: string): boolean {
   return expiresOn < mexicoCityToday();
 }
+
+/** `MM/YY` of a card's expiry date (YYYY-MM-DD, the last day of its month). */
+export function expirationOf(expiresOn: string): string {
+  return `${expiresOn.slice(5, 7)}/${expiresOn.slice(2, 4)}`;
+}

@@ -2,8 +2,9 @@ import { createHmac } from "node:crypto";
 import type { AppContext } from "../../context.ts";
 import { encryptFor } from "../../crypto/rsa.ts";
 import { open } from "../../crypto/vault.ts";
-import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import { registeredPublicKey } from "../keys/service.ts";
+import { expirationOf } from "./expiry.ts";
 
 /**
  * A card's verification value (CVV2), computed, never stored: as an issuer's CVK computes it
@@ -14,11 +15,6 @@ import type { Caller } from "../../http/caller.ts";
 export function cardVerificationValue(key: Buffer, pan: string, expiration: string): string {
   const digest = createHmac("sha256", key).update(`${pan}|${expiration}`).digest();
   return String(digest.readUInt32BE(0) % 1000).padStart(3, "0");
-}
-
-/** `MM/YY` of a card's expiry date (YYYY-MM-DD, the last day of its month). */
-export function expirationOf(expiresOn: string): string {
-  return `${expiresOn.slice(5, 7)}/${expiresOn.slice(2, 4)}`;
 }
 
 /**
@@ -33,12 +29,7 @@ export async function sensitiveCardData(
   caller: Caller,
   card: { id: string; expires_on: string },
 ): Promise<string> {
-  const key = await ctx.db
-    .selectFrom("api_keys")
-    .select("public_key_pem")
-    .where("id", "=", caller.apiKeyId)
-    .executeTakeFirstOrThrow();
-  if (!key.public_key_pem) throw new AppError(errors.publicKeyNotRegistered);
+  const publicKey = await registeredPublicKey(ctx.db, caller);
   const { pan_sealed } = await ctx.db
     .selectFrom("cards")
     .select("pan_sealed")
@@ -47,5 +38,5 @@ export async function sensitiveCardData(
   const pan = open(ctx.keys.vault, pan_sealed, card.id);
   const expiration = expirationOf(card.expires_on);
   const cvv = cardVerificationValue(ctx.keys.cvv, pan, expiration);
-  return encryptFor(key.public_key_pem, JSON.stringify({ card_number: pan, expiration, cvv }));
+  return encryptFor(publicKey, JSON.stringify({ card_number: pan, expiration, cvv }));
 }

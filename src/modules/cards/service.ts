@@ -14,10 +14,10 @@ import { limits } from "../../limits.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { findVisibleProduct } from "../products/repository.ts";
 import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.ts";
-import { isExpired } from "./expiry.ts";
+import { expirationOf, isExpired } from "./expiry.ts";
 import * as repo from "./repository.ts";
 import type { AssignCardBody, ChangeStatusBody } from "./schemas.ts";
-import { expirationOf, sensitiveCardData } from "./sensitive.ts";
+import { sensitiveCardData } from "./sensitive.ts";
 
 /** The card summary most card responses share. */
 export function presentCard(card: Pick<repo.CardRecord, "id" | "status" | "last_four" | "card_type">) {
@@ -336,8 +336,8 @@ export async function setPin(ctx: AppContext, caller: Caller, cardNumber: string
     .returning("id")
     .executeTakeFirst();
   if (!updated) {
-    const now = await cardOrThrow(ctx.db, caller, { id: card.id });
-    throw new AppError(now.status === "CANCELED" ? errors.cardCanceled : errors.cardNotActive);
+    activeOrThrow(await cardOrThrow(ctx.db, caller, { id: card.id }));
+    throw new AppError(errors.cardNotActive);
   }
   return { card: presentCard(card), pin_set: true };
 }

@@ -322,17 +322,13 @@ export async function setClientStatus(
       .where("id", "=", client.id)
       .forUpdate()
       .executeTakeFirstOrThrow();
+    const data = { client: presentClient({ ...client, status }), previous_status: previous.status };
     if (previous.status !== status) {
       await tx
         .updateTable("clients")
         .set({ status, updated_at: new Date() })
         .where("id", "=", client.id)
         .execute();
-    }
-    const after = await repo.findClientInScope(tx, caller.clientId, id);
-    assert.ok(after, "a client just updated is in scope");
-    const data = { client: presentClient(after), previous_status: previous.status };
-    if (previous.status !== status) {
       await emitEvent(tx, { type: "client.status_changed", clientId: client.parent_id ?? client.id, data });
     }
     return data;

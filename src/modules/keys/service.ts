@@ -33,11 +33,26 @@ export async function registerPublicKey(db: Db, caller: Caller, pem: string) {
 /** Contract 4.1: both public keys and the test constant ciphered under the client's key. */
 export async function getPublicKeys(db: Db, systemKey: SystemKey, caller: Caller) {
   const row = await keyWithClient(db, caller);
-  if (!row.public_key_pem) throw new AppError(errors.publicKeyNotRegistered);
+  const publicKey = orNotRegistered(row.public_key_pem);
   return {
     client: { id: row.client_id, name: row.name, alias: row.client_alias },
-    api_key: { id: row.id, alias: row.alias, public_key: row.public_key_pem },
+    api_key: { id: row.id, alias: row.alias, public_key: publicKey },
     system: { public_key: systemKey.publicKeyPem },
-    sensitive_data: encryptFor(row.public_key_pem, sensitiveDataConstant),
+    sensitive_data: encryptFor(publicKey, sensitiveDataConstant),
   };
+}
+
+/** The public key the calling API key registered, which responses cipher secrets under (5101 without one). */
+export async function registeredPublicKey(db: Db, caller: Caller): Promise<string> {
+  const row = await db
+    .selectFrom("api_keys")
+    .select("public_key_pem")
+    .where("id", "=", caller.apiKeyId)
+    .executeTakeFirstOrThrow();
+  return orNotRegistered(row.public_key_pem);
+}
+
+function orNotRegistered(pem: string | null): string {
+  if (!pem) throw new AppError(errors.publicKeyNotRegistered);
+  return pem;
 }
