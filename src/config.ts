@@ -1,5 +1,6 @@
 import path from "node:path";
 import { limits } from "./limits.ts";
+import { transferInstitutions } from "./modules/catalogs/data.ts";
 
 /**
  * Every environment variable Emisor reads, parsed once at start. The README's configuration
@@ -119,7 +120,11 @@ function optional(env: Env, name: string): string | undefined {
 
 export function loadConfig(env: Env = process.env): Config {
   const clabeBankPrefix = env.EMISOR_CLABE_BANK_PREFIX || defaultClabeBankPrefix;
-  if (!/^[0-9]{3}$/.test(clabeBankPrefix)) throw new ConfigError("EMISOR_CLABE_BANK_PREFIX must be 3 digits");
+  // A CLABE whose bank code belongs to no SPEI participant can never receive a transfer.
+  if (!transferInstitutions.some((item) => item.clabe_prefix === clabeBankPrefix))
+    throw new ConfigError(
+      "EMISOR_CLABE_BANK_PREFIX must be the CLABE bank code of a SPEI participant (646 is STP)",
+    );
   return {
     host: env.HOST || "127.0.0.1",
     port: integer(env, "PORT", 3000, 0, 65535),

@@ -2,7 +2,7 @@
 // uniqueness (also when racing), required identity, tenancy, the several-match rule, and no
 // personal data in logs.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, before, mock, test } from "node:test";
 import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
 import { ownLogs, startTestApp, type TestApp } from "./helpers/harness.ts";
 import { cardholderBody, subclientBody, uniqueDigits, validCurp, validPersonRfc } from "./helpers/people.ts";
@@ -280,6 +280,29 @@ test("a missing rfc or curp is refused naming the field (no product allows it bl
       },
     ]);
     assert.match(response.body.message, new RegExp(`^${field}: is required`));
+  }
+});
+
+test("a birthdate is judged by Mexico City's calendar: at 21:00 there, UTC's tomorrow is the future", async () => {
+  // Regression (domain audit): the UTC date was used, so from 18:00 in Mexico City tomorrow passed.
+  // The clock is set to the last 03:00 UTC (21:00 the day before in Mexico City, UTC-6), in the
+  // past so every cache keyed on time is recomputed once the clock is back.
+  const at = new Date();
+  at.setUTCHours(3, 0, 0, 0);
+  if (at.getTime() > Date.now()) at.setUTCDate(at.getUTCDate() - 1);
+  const utcDate = at.toISOString().slice(0, 10);
+  const mexicoDate = new Date(at.getTime() - 86_400_000).toISOString().slice(0, 10);
+  mock.timers.enable({ apis: ["Date"], now: at.getTime() });
+  try {
+    const future = expectError(
+      await register(tenant.token, cardholderBody({ birthdate: utcDate })),
+      1000,
+      400,
+    );
+    assert.ok(detailsOf(future).some((d) => d.field === "birthdate" && d.rule === "birthdate"));
+    expectOk(await register(tenant.token, cardholderBody({ birthdate: mexicoDate })));
+  } finally {
+    mock.timers.reset();
   }
 });
 

@@ -201,6 +201,24 @@ test("a redelivery that writes the codes with other zeros is the same abono: cre
   await assertLedgerBalanced(t);
 });
 
+test("Banxico's own code (2001) is stored as the catalog's key, and its redelivery with other zeros is the same abono", async () => {
+  // Regression (domain audit): codes were padded to five digits, so Banxico was stored "02001", a
+  // code the catalog (and transfers out) do not know.
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, { InstitucionOrdenante: "02001", Monto: 7 });
+  const first = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.equal(first.transfer_operation?.institucion_ordenante, "2001");
+  const again = expectOk(
+    await postSigned(t, incoming, { ...body, InstitucionOrdenante: 2001 }),
+  ) as AbonoAnswer;
+  assert.equal(again.duplicate, true);
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 700n);
+  const institutions = expectOk(
+    await call(t.app, "GET", "/v1/catalogs/transfer_institutions", { token: fresh.token }),
+  ) as { transfer_institutions: Array<{ key: string }> };
+  assert.ok(institutions.transfer_institutions.some((item) => item.key === "2001"));
+});
+
 test("the same tracking key and day on a different transfer is returned with cause 30", async () => {
   const fresh = await createTenant(t);
   const body = abono(fresh.clabe, { Monto: 10 });
@@ -232,7 +250,8 @@ test("an unknown CLABE is returned with cause 01 and credits nothing; another pa
   assert.equal(typed.causa_devolucion, "17");
   // Regression (contract audit): both were credited.
   // Addressed to another participant (BBVA, 40012) though the CLABE is STP's (646): cause 06.
-  for (const institution of [40012, "40012", "12", 0]) {
+  // Regression (domain audit): any code ending in 646 was taken for STP's (40646, "1646", 9990646).
+  for (const institution of [40012, "40012", "12", 0, 40646, "1646", 9990646]) {
     const elsewhere = expectOk(
       await postSigned(t, incoming, abono(tenant.clabe, { InstitucionBeneficiaria: institution })),
     ) as AbonoAnswer;

@@ -228,12 +228,18 @@ test("a settled order can still be returned by the receiving bank; the refund is
   assert.equal((returned as { applied: boolean }).applied, true);
   expectOk(await signed("DEVOLUCION", { CausaDevolucion: "01" }));
   assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
-  expectError(await signed("DEVOLUCION", { CausaDevolucion: "1" }), 1000, 400);
+  expectError(await signed("DEVOLUCION", { CausaDevolucion: "100" }), 1000, 400);
+  expectError(await signed("DEVOLUCION", { CausaDevolucion: "A1" }), 1000, 400);
   // A cause outside Banxico's table, or none, still returns the money (refusing it would leave the
-  // payer debited while the rail retried); the cause is kept as sent.
+  // payer debited while the rail retried); the cause is kept as sent. Regression (domain audit): a
+  // cause written as its number (3, "3", "003") was refused, leaving the payer debited.
+  const cancelled = { code: "03", description: "Cuenta cancelada" };
   for (const [cause, shown] of [
     ["99", { code: "99", description: "Causa desconocida" }],
     [undefined, null],
+    [3, cancelled],
+    ["3", cancelled],
+    ["003", cancelled],
   ] as const) {
     const more = await order(payer, 5000n, 0n);
     await dispatch();
@@ -242,7 +248,7 @@ test("a settled order can still be returned by the receiving bank; the refund is
       ClaveRastreo: more.trackingKey,
       FechaOperacion: more.operationDate,
       Estado: "DEVOLUCION",
-      ...(cause ? { CausaDevolucion: cause } : {}),
+      ...(cause === undefined ? {} : { CausaDevolucion: cause }),
     });
     const applied = expectOk(answer) as {
       applied: boolean;

@@ -24,7 +24,8 @@ export type CurpProblem = "format" | "state" | "date" | "check_digit";
 export function curpProblem(curp: string): CurpProblem | undefined {
   if (!pattern.test(curp)) return "format";
   if (!curpStateCodes.has(curp.slice(11, 13))) return "state";
-  if (!isRealYymmdd(curp.slice(4, 10))) return "date";
+  // The 17th character tells the century: a digit for a birth up to 1999, a letter from 2000.
+  if (!isRealYymmdd(curp.slice(4, 10), /[0-9]/.test(curp[16] ?? "") ? 1900 : 2000)) return "date";
   if (curpCheckDigit(curp.slice(0, 17)) !== Number(curp[17])) return "check_digit";
   return undefined;
 }
@@ -33,13 +34,16 @@ export function isValidCurp(curp: string): boolean {
   return curpProblem(curp) === undefined;
 }
 
-/** YYMMDD names a real day in some century (29 February needs a leap year). */
-export function isRealYymmdd(yymmdd: string): boolean {
-  const yy = Number(yymmdd.slice(0, 2));
+/**
+ * YYMMDD names a real day (29 February needs a leap year): in `century` when it is known (a CURP
+ * says it), otherwise in some century (year 00 is then read as 2000, a leap year).
+ */
+export function isRealYymmdd(yymmdd: string, century: 1900 | 2000 = 2000): boolean {
+  const year = century + Number(yymmdd.slice(0, 2));
   const mm = Number(yymmdd.slice(2, 4));
   const dd = Number(yymmdd.slice(4, 6));
   if (mm < 1 || mm > 12 || dd < 1) return false;
-  const leap = yy % 4 === 0; // 2000 is leap; 1900 is not, but a CURP year 00 is read as 2000.
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][mm - 1] ?? 0;
   return dd <= days;
 }

@@ -87,12 +87,17 @@ export function operationDateOf(instant: Date): string {
   return mexicoCityDate.format(instant);
 }
 
-let today = { date: "", until: 0 };
+let today = { date: "", from: 0, until: 0 };
 
-/** Today in Mexico City (YYYY-MM-DD), worked out at most once a second. */
+/**
+ * Today in Mexico City (YYYY-MM-DD), worked out at most once a second, and again whenever the
+ * clock leaves that second, backwards too (a clock stepped back must not keep a later date).
+ */
 export function mexicoCityToday(): string {
   const now = Date.now();
-  if (now >= today.until) today = { date: mexicoCityDate.format(now), until: now + 1000 };
+  if (now >= today.until || now < today.from) {
+    today = { date: mexicoCityDate.format(now), from: now, until: now + 1000 };
+  }
   return today.date;
 }
 
@@ -113,10 +118,11 @@ export function daysBetween(from: string, to: string): number {
  * A Banxico institution code in one form, whatever the rail sent: 40012, "40012" and "040012" are
  * the same participant. The sender's code is part of what identifies an abono (with the date and
  * the tracking key): compared as sent, a redelivery written with another number of zeros was
- * credited again. Five digits (the catalog's form), more only when the code has more.
+ * credited again. The form is the code's number, which is the catalog's key (40012, 90646, and
+ * Banxico's own 2001, which padding to five digits turned into "02001", a key the catalog has not).
  */
 export function institutionCode(value: string | number): string {
-  return numericCode(value).padStart(5, "0");
+  return numericCode(value);
 }
 
 /** A numeric code (account type, numeric reference) as its number: "040" is 40. */

@@ -2,10 +2,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
+import { ConfigError, loadConfig } from "../../src/config.ts";
 import { buildClabe, clabeControlDigit, isValidClabe } from "../../src/domain/clabe.ts";
 import { curpCheckDigit, curpProblem, isValidCurp } from "../../src/domain/curp.ts";
 import { isLuhnValid, luhnCheckDigit, randomPan } from "../../src/domain/luhn.ts";
 import { isValidRfc, rfcCheckDigit } from "../../src/domain/rfc.ts";
+import { institutionCode } from "../../src/domain/spei.ts";
 
 test("CLABE: the domain example, and any single-digit change is caught", () => {
   assert.ok(isValidClabe("032180000118359719"));
@@ -41,6 +43,12 @@ test("CURP: valid and invalid examples of domain-mx §3", () => {
   assert.equal(curpProblem("HEGG561327MVZRRL04"), "date");
   assert.equal(curpProblem("hegg560427MVZRRL04"), "format");
   assert.equal(curpProblem("HEGG560427MVZRRL0"), "format");
+  // Regression (domain audit): the 17th character gives the century, a digit up to 1999. 29
+  // February 1900 did not exist (1900 is not a leap year); 29 February 2000 did.
+  const body1900 = "EBFT000229HDFRPN0";
+  assert.equal(curpProblem(`${body1900}${curpCheckDigit(body1900)}`), "date");
+  const body2000 = "EBFT000229HDFRPNA";
+  assert.equal(curpProblem(`${body2000}${curpCheckDigit(body2000)}`), undefined);
   fc.assert(
     fc.property(
       fc.stringMatching(
@@ -92,4 +100,20 @@ test("Luhn: known numbers, generated PANs, single-digit errors", () => {
       assert.ok(isLuhnValid(pan));
     }),
   );
+});
+
+test("collection CLABEs can only be issued under a SPEI participant's bank code", () => {
+  // Regression (domain audit): any 3 digits were taken, and a CLABE under 999 can never be paid.
+  assert.throws(() => loadConfig({ EMISOR_CLABE_BANK_PREFIX: "999" }), ConfigError);
+  assert.throws(() => loadConfig({ EMISOR_CLABE_BANK_PREFIX: "64" }), ConfigError);
+  assert.equal(loadConfig({}).clabeBankPrefix, "646");
+  assert.equal(loadConfig({ EMISOR_CLABE_BANK_PREFIX: "012" }).clabeBankPrefix, "012");
+});
+
+test("institution codes are their number, the catalog's key, whatever the zeros", () => {
+  assert.equal(institutionCode("040012"), "40012");
+  assert.equal(institutionCode(40012), "40012");
+  assert.equal(institutionCode("02001"), "2001");
+  assert.equal(institutionCode(0), "0");
+  assert.equal(institutionCode("000"), "0");
 });

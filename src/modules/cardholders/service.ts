@@ -4,6 +4,7 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import { violatedUniqueConstraint } from "../../db/unique.ts";
 import { curpProblem } from "../../domain/curp.ts";
 import { isPersonRfc } from "../../domain/rfc.ts";
+import { mexicoCityToday } from "../../domain/spei.ts";
 import { AppError, type ErrorDef, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
@@ -131,9 +132,12 @@ function incomeCents(value: number | undefined, field: string): Cents | null {
   return parsePesos(value, field, { maxCents: limits.monthlyIncomeCentsMax, allowZero: true });
 }
 
-/** A birthdate is not in the future and at most cardholderAgeYearsMax years ago (UTC calendar). */
+/**
+ * A birthdate is not in the future and at most cardholderAgeYearsMax years ago, by Mexico City's
+ * calendar, as every other date of the service (UTC's is already tomorrow from 18:00 there).
+ */
 function checkBirthdate(birthdate: string): void {
-  const today = new Date().toISOString().slice(0, 10);
+  const today = mexicoCityToday();
   if (birthdate > today) throw invalidField("birthdate", "birthdate", "must not be in the future");
   const earliest = `${String(Number(today.slice(0, 4)) - limits.cardholderAgeYearsMax).padStart(4, "0")}${today.slice(4)}`;
   if (birthdate < earliest) {

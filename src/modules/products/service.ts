@@ -5,6 +5,7 @@ import { fingerprint, seal } from "../../crypto/vault.ts";
 import type { Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { randomPan } from "../../domain/luhn.ts";
+import { mexicoCityToday } from "../../domain/spei.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
@@ -90,10 +91,13 @@ export async function listProducts(ctx: AppContext, caller: Caller, page: number
   return { products: { total, detail: rows.map(presentProduct) } };
 }
 
-/** The last day of the month `months` from now: cards expire at the end of a month. */
+/**
+ * The last day of the month `months` from this one (Mexico City's calendar, as the expiry is
+ * judged): cards expire at the end of a month.
+ */
 function expiryDate(months: number): string {
-  const now = new Date();
-  const end = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + months + 1, 0));
+  const today = mexicoCityToday();
+  const end = new Date(Date.UTC(Number(today.slice(0, 4)), Number(today.slice(5, 7)) - 1 + months + 1, 0));
   return end.toISOString().slice(0, 10);
 }
 

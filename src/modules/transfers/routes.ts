@@ -26,6 +26,7 @@ import {
   OrderStateData,
   railDate,
   railTimestamp,
+  returnCause,
   SandboxIncomingBody,
   type SandboxIncomingBodyType,
   SandboxReturnBody,
@@ -176,7 +177,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
         operationDate: railDate(body.FechaOperacion, "FechaOperacion"),
         estado: body.Estado,
         detalle: body.Detalle ?? "",
-        causaDevolucion: body.CausaDevolucion,
+        causaDevolucion: returnCause(body.CausaDevolucion),
         tsLiquidacion: railTimestamp(body.TsLiquidacion, "TsLiquidacion"),
       });
       if (!outcome) throw new AppError(errors.speiOrderNotFound);

@@ -227,7 +227,17 @@ export const OrderStateBody = Type.Object(
       Type.Literal("CANCELACION"),
     ]),
     Detalle: Type.Optional(Type.String({ maxLength: limits.railDetailLengthMax })),
-    CausaDevolucion: Type.Optional(Digits(2, "Banxico return cause, with DEVOLUCION")),
+    // Read as a number, as the abono's codes are: a rail sending 3 or "3" must not leave the payer
+    // debited while it retries a callback Emisor refuses.
+    CausaDevolucion: Type.Optional(
+      Type.Union(
+        [
+          Type.String({ pattern: "^0*[0-9]{1,2}$", "x-message": "must be a number of at most 2 digits" }),
+          Type.Integer({ minimum: 0, maximum: 99 }),
+        ],
+        { description: 'Banxico return cause, with DEVOLUCION: 3, "3" and "03" are cause 03' },
+      ),
+    ),
     TsLiquidacion: Type.Optional(RailTimestamp),
   },
   { additionalProperties: true },
@@ -310,3 +320,8 @@ export const SandboxReturnBody = Type.Object(
   { additionalProperties: false },
 );
 export type SandboxReturnBodyType = Static<typeof SandboxReturnBody>;
+
+/** A Banxico return cause in its two-digit form, however the rail wrote its number. */
+export function returnCause(value: string | number | undefined): string | undefined {
+  return value === undefined ? undefined : numericCode(value).padStart(2, "0");
+}

@@ -48,7 +48,7 @@ export async function createCollectionAccount(
 
 const accountStatusText = { ACTIVE: "Activo", BLOCKED: "Bloqueado", CANCELLED: "Cancelado" } as const;
 
-function institutionOfPrefix(prefix: string) {
+export function institutionOfPrefix(prefix: string) {
   return transferInstitutions.find((item) => item.clabe_prefix === prefix);
 }
 
@@ -124,7 +124,7 @@ export async function receiveAbono(db: Db, abono: Abono): Promise<AbonoResult> {
  * Credits an abono to the client owning its CLABE: the 2.8 record, the day counter, one balanced
  * ledger entry SPEI_IN -> main balance, and the event, all in `tx`. Refused (credit nothing)
  * with a Banxico cause: 01 unknown CLABE, 06 addressed to another participant (the receiving
- * institution's Banxico code does not end in the CLABE's bank prefix), 17 not a CLABE account
+ * institution is not the catalog's participant of the CLABE's bank prefix), 17 not a CLABE account
  * type, 02 blocked (or client disabled), 03 cancelled, 14 no numeric reference (0: SPEI's is
  * 1-7 digits, greater than 0), 20 above the credit limit; 30 when the tracking key was used that
  * day for a different transfer. Returned, not answered 400: a 400 would make the rail retry a
@@ -136,7 +136,7 @@ export async function receiveAbonoTx(tx: Tx, abono: Abono): Promise<AbonoResult>
   if (existing) return compareWithStored(existing, abono);
   const account = await repo.findCollectionAccountByClabe(tx, abono.cuentaBeneficiario);
   if (!account) return refuse("01");
-  if (!abono.institucionBeneficiaria.padStart(5, "0").endsWith(account.clabe.slice(0, 3)))
+  if (abono.institucionBeneficiaria !== institutionOfPrefix(account.clabe.slice(0, 3))?.key)
     return refuse("06");
   if (abono.tipoCuentaBeneficiario !== "40") return refuse("17");
   if (account.status === "CANCELLED") return refuse("03");
@@ -271,7 +271,7 @@ function sandboxAbono(input: SandboxIncoming, clientName: string): Abono {
   return {
     fechaOperacion: fecha,
     institucionOrdenante: institutionCode(input.payerInstitution ?? "40012"),
-    institucionBeneficiaria: receiver?.key ?? input.clabe.slice(0, 3),
+    institucionBeneficiaria: receiver?.key ?? institutionCode(input.clabe.slice(0, 3)),
     claveRastreo: input.trackingKey ?? newTrackingKey(fecha).replace(/^EMS/, "SBX"),
     montoCents: input.amountCents,
     nombreOrdenante: input.payerName ?? "ORDENANTE DE PRUEBA",
