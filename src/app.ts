@@ -7,7 +7,7 @@ import { errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
 import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
-import { registerIdempotency } from "./http/idempotency.ts";
+import { IdempotencyKeyHeader, registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
@@ -74,6 +74,12 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       servers: [{ url: "/" }],
       components: { securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } } },
     },
+    // The Idempotency-Key header is read by a hook (http/idempotency.ts), not by the routes'
+    // schemas: stated here so that the document, and clients generated from it, carry it.
+    transform: ({ schema, url, route }) =>
+      route.config?.idempotent && schema
+        ? { schema: { ...schema, headers: IdempotencyKeyHeader }, url }
+        : { schema, url },
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
   app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());

@@ -365,6 +365,35 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
   assert.equal(spec.openapi, "3.1.0");
   assert.ok(spec.paths["/v1/auth/login"]);
   assert.ok(spec.paths["/v1/clients/api_key/public_key"]);
+  // Regression (contract audit): the document stated neither the Idempotency-Key header nor the
+  // largest amounts the service takes, so a generated client could not send the one or know the other.
+  type Operation = {
+    parameters?: Array<{ in: string; name: string }>;
+    requestBody?: {
+      content: Record<string, { schema: { properties: Record<string, { maximum?: number }> } }>;
+    };
+  };
+  const operation = (path: string, method: string) =>
+    (spec.paths[path] as Record<string, Operation>)[method] as Operation;
+  const keyed = (path: string, method: string) =>
+    (operation(path, method).parameters ?? []).some((p) => p.in === "header" && p.name === "idempotency-key");
+  const keyedOperations: Array<[string, string]> = [
+    ["/v1/cards/payment", "post"],
+    ["/v1/transfer/cards", "post"],
+    ["/v1/airtime/topup", "post"],
+    ["/v1/cardholders", "post"],
+    ["/v1/cards", "put"],
+  ];
+  for (const [path, method] of keyedOperations) {
+    assert.ok(keyed(path, method), `${method} ${path} states Idempotency-Key`);
+  }
+  assert.ok(!keyed("/v1/cardholders", "get"));
+  const bodyOf = (path: string, method: string) =>
+    operation(path, method).requestBody?.content["application/json"]?.schema.properties ?? {};
+  assert.equal(bodyOf("/v1/cards/payment", "post").amount?.maximum, 10_000_000);
+  assert.equal(bodyOf("/v1/transfer/cards", "post").amount?.maximum, 10_000_000);
+  assert.equal(bodyOf("/v1/clients", "post").available?.maximum, 1_000_000_000);
+  assert.equal(bodyOf("/v1/cardholders", "post").gross_monthly_income?.maximum, 100_000_000);
   const docs = await t.app.inject({ url: "/docs/" });
   assert.equal(docs.statusCode, 200);
   assert.match(docs.body, /swagger/i);

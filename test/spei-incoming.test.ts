@@ -352,11 +352,26 @@ test("sandbox incoming credits one of your CLABEs through the same path; another
     1000,
     400,
   );
+  // Regression (contract audit): the sandbox refused with 1000 what the rail's path returns with a
+  // cause, and kept the reference's zeros where the rail keeps its number.
+  for (const [body, cause] of [
+    [{ numeric_reference: "000" }, "14"],
+    [{ amount: 10_000_000.01 }, "20"],
+  ] as const) {
+    const returned = expectOk(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, ...body }));
+    assert.equal(returned.mensaje, "devolver");
+    assert.equal(returned.causa_devolucion, cause);
+  }
+  const padded = expectOk(
+    await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, numeric_reference: "0001234" }),
+  );
+  assert.equal(padded.transfer_operation?.referencia_numerica, "1234");
   expectError(
-    await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, numeric_reference: "000" }),
+    await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, numeric_reference: "12345678" }),
     1000,
     400,
   );
-  assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 2);
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 25250n);
+  assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 3);
   await assertLedgerBalanced(t);
 });

@@ -1,10 +1,24 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { Type } from "typebox";
 import type { Db } from "../db/database.ts";
 import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
 
 const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax}}$`);
+
+/** The header as the OpenAPI document states it (the hook below is what reads it). */
+export const IdempotencyKeyHeader = Type.Object({
+  "idempotency-key": Type.Optional(
+    Type.String({
+      pattern: "^[\\x21-\\x7e]+$",
+      minLength: 1,
+      maxLength: limits.idempotencyKeyLengthMax,
+      description:
+        "Makes the request safe to retry: the same key with the same body answers what the first attempt answered (Idempotent-Replayed: true) and moves money once; with another body, 4001. Kept 48 hours per API key.",
+    }),
+  ),
+});
 
 /**
  * Routes marked `config: { idempotent: true }` accept an `Idempotency-Key` header. This hook

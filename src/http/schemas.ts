@@ -41,17 +41,30 @@ export const Email = (description?: string) =>
     ...(description ? { description } : {}),
   });
 
-/** A peso amount: a JSON number, positive, at most 2 decimals (e.g. 150.5). */
-export const Pesos = (description?: string) =>
+/** The largest amount (centavos) as the JSON number of pesos a schema's `maximum` states. */
+const pesosMaximum = (maxCents: bigint | undefined) =>
+  maxCents === undefined ? {} : { maximum: Number(maxCents) / 100 };
+
+/**
+ * A peso amount: a JSON number, positive, at most 2 decimals (e.g. 150.5), and at most `maxCents`
+ * when given (stated in the OpenAPI document as `maximum`; the service's code checks it again).
+ */
+export const Pesos = (description?: string, maxCents?: bigint) =>
   Type.Number({
     exclusiveMinimum: 0,
     "x-decimals": 2,
+    ...pesosMaximum(maxCents),
     ...(description ? { description } : { description: "MXN, at most 2 decimals" }),
   });
 
 /** A non-negative peso amount (incomes, commissions). */
-export const PesosOrZero = (description?: string) =>
-  Type.Number({ minimum: 0, "x-decimals": 2, ...(description ? { description } : {}) });
+export const PesosOrZero = (description?: string, maxCents?: bigint) =>
+  Type.Number({
+    minimum: 0,
+    "x-decimals": 2,
+    ...pesosMaximum(maxCents),
+    ...(description ? { description } : {}),
+  });
 
 export const Latitude = Type.Number({
   minimum: -90,

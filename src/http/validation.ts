@@ -92,7 +92,7 @@ function firstUnstorable(value: unknown, pointer: string): string | undefined {
  * a JSON body, where `"10"` is not a number.
  */
 const decimalText: Record<string, RegExp> = {
-  // Any number of digits: one too large is then "must be <= 100", not "must be an integer".
+  // Any number of digits: one too large is then "must be at most 100", not "must be an integer".
   integer: /^-?[0-9]+$/,
   number: /^-?[0-9]+(\.[0-9]+)?$/,
 };
@@ -160,6 +160,13 @@ function fieldOf(error: ErrorObject, context: string | undefined): string {
   return path.join(".");
 }
 
+const comparisonWords: Record<string, string> = {
+  "<=": "at most",
+  ">=": "at least",
+  "<": "less than",
+  ">": "greater than",
+};
+
 function messageOf(error: ErrorObject): string {
   const custom = (error.parentSchema as Record<string, unknown> | undefined)?.["x-message"];
   switch (error.keyword) {
@@ -177,7 +184,7 @@ function messageOf(error: ErrorObject): string {
     case "exclusiveMinimum":
     case "maximum":
     case "exclusiveMaximum":
-      return `must be ${error.params.comparison} ${error.params.limit}`;
+      return `must be ${comparisonWords[String(error.params.comparison)] ?? error.params.comparison} ${error.params.limit}`;
     case "enum":
       // A long list (the 32 states) reads better as a pointer to its catalog.
       if (typeof custom === "string") return custom;

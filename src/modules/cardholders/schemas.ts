@@ -1,5 +1,6 @@
 import { type Static, Type } from "typebox";
 import { DateString, Digits, Email, OrNull, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
 import { AddressFields } from "../clients/schemas.ts";
 
@@ -34,8 +35,8 @@ export const CreateCardholderBody = Type.Object(
     gender: CatalogKey("gender"),
     marital_status: CatalogKey("marital_status"),
     has_kids: Type.Boolean(),
-    gross_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals")),
-    net_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals")),
+    gross_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals", limits.monthlyIncomeCentsMax)),
+    net_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals", limits.monthlyIncomeCentsMax)),
     observations: Type.Optional(Text(0, 100)),
     external_id: Type.Optional(Text(0, 40)),
     client_id: Type.Optional(Uuid("Yours or one of your sub-clients'; when omitted, yours")),

@@ -34,7 +34,10 @@ export function createClientBody(passwordMinLength: number) {
       name: Text(5, 30),
       alias: Text(3, 10, "Unique (ignoring case) among the clients of your organisation"),
       email: Email(),
-      available: PesosOrZero("Initial main balance, MXN, taken from yours; 0 is allowed"),
+      available: PesosOrZero(
+        "Initial main balance, MXN, taken from yours; 0 is allowed",
+        limits.fundingCentsMax,
+      ),
       phone: Digits(10),
       mobile_phone: Digits(10),
       rfc: Text(10, 13, "The client's RFC (upper case; lower case is converted)"),

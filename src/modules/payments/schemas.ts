@@ -1,11 +1,12 @@
 import { Type } from "typebox";
 import { Latitude, Longitude, Pesos, Text } from "../../http/schemas.ts";
+import { limits } from "../../limits.ts";
 import { CardNumber } from "../cards/schemas.ts";
 
 export const PaymentBody = Type.Object(
   {
     card_number: CardNumber,
-    amount: Pesos("MXN, at most 2 decimals, at most the configured maximum"),
+    amount: Pesos("MXN, at most 2 decimals", limits.amountCentsMax),
     payment_description: Text(1, 32),
     latitude: Latitude,
     longitude: Longitude,

@@ -36,7 +36,9 @@ export const CreateProductBody = Type.Object(
     affinity_group: Text(1, 50),
     allow_blank_curp: Type.Optional(Type.Boolean({ default: false })),
     allow_blank_rfc: Type.Optional(Type.Boolean({ default: false })),
-    transfer_commission: Type.Optional(PesosOrZero("FLAT commission per transfer out, MXN (default 0)")),
+    transfer_commission: Type.Optional(
+      PesosOrZero("FLAT commission per transfer out, MXN (default 0)", limits.amountCentsMax),
+    ),
     card_validity_months: Type.Optional(Type.Integer({ minimum: 12, maximum: 120, default: 36 })),
   },
   { additionalProperties: false },

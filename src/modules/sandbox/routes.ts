@@ -8,7 +8,7 @@ import { limits } from "../../limits.ts";
 import { fundCaller } from "./service.ts";
 
 const FundingBody = Type.Object(
-  { amount: Pesos("Amount to add to the caller's main balance, MXN") },
+  { amount: Pesos("Amount to add to the caller's main balance, MXN", limits.fundingCentsMax) },
   { additionalProperties: false },
 );
 const FundingData = Type.Object({

@@ -32,7 +32,7 @@ export const CardTransferBody = Type.Object(
   {
     card_number: CardNumber,
     ...BeneficiaryProperties,
-    amount: Pesos("MXN, at most 2 decimals, at most the configured maximum"),
+    amount: Pesos("MXN, at most 2 decimals", limits.amountCentsMax),
     pin: Type.String({
       minLength: 4,
       maxLength: limits.cipherTextLengthMax,

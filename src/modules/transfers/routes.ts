@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
+import { numericCode } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
@@ -221,7 +222,8 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
         request.caller,
         {
           clabe: b.clabe,
-          amountCents: parsePesos(b.amount, "amount", { maxCents: limits.amountCentsMax }),
+          // As the rail's: an amount above the credit limit is returned (cause 20), not refused.
+          amountCents: parsePesos(b.amount, "amount", { maxCents: BigInt(Number.MAX_SAFE_INTEGER) }),
           trackingKey: b.tracking_key,
           operationDate: b.operation_date,
           payerName: b.payer_name,
@@ -229,7 +231,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
           payerInstitution: b.payer_institution,
           payerRfcCurp: b.payer_rfc_curp,
           paymentConcept: b.payment_concept,
-          numericReference: b.numeric_reference,
+          numericReference: b.numeric_reference === undefined ? undefined : numericCode(b.numeric_reference),
         },
         request.idempotency,
       );

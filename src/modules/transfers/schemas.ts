@@ -289,7 +289,7 @@ export function abonoOf(body: IncomingBodyType): Abono {
 export const SandboxIncomingBody = Type.Object(
   {
     clabe: Digits(18, "One of your collection CLABEs (or a sub-client's)"),
-    amount: Pesos("Amount, MXN"),
+    amount: Pesos("Amount, MXN; above 10,000,000.00 the abono is returned with cause 20, as the rail's is"),
     tracking_key: Type.Optional(TrackingKey),
     operation_date: Type.Optional(DateString("Defaults to today (Mexico City)")),
     payer_name: Type.Optional(Text(1, limits.speiNameLengthMax)),
@@ -300,7 +300,11 @@ export const SandboxIncomingBody = Type.Object(
     payer_rfc_curp: Type.Optional(Text(2, limits.speiRfcCurpLengthMax)),
     payment_concept: Type.Optional(Text(1, limits.speiConceptLengthMax)),
     numeric_reference: Type.Optional(
-      Type.String({ pattern: "^(?!0+$)[0-9]{1,7}$", "x-message": "must be 1-7 digits, greater than 0" }),
+      Type.String({
+        pattern: "^[0-9]{1,7}$",
+        "x-message": "must be 1-7 digits",
+        description: "Read as its number, as the rail's is: 0 is returned with cause 14",
+      }),
     ),
   },
   { additionalProperties: false },
