@@ -243,6 +243,36 @@ test("empty stock is 5302; concurrent assignments of the last cards hand out eac
   for (const r of responses.filter((r) => r.status !== 200)) expectError(r, 5302, 422);
 });
 
+test("a card held by a retry that will roll back is waited for, not taken for empty stock (5302 stored as final)", async () => {
+  // Regression (concurrency audit, PostgreSQL): two copies of one keyed assignment each locked a
+  // card; a third assignment skipped both locked cards, found nothing and stored 5302 as its key's
+  // final answer while a card was still there. Several rounds: the race is one of timing.
+  for (let round = 0; round < 4; round++) {
+    const product = await createProduct(t, tenant);
+    await mintStock(t, tenant, product.id, 2);
+    const [first, second] = await Promise.all([createCardholder(t, tenant), createCardholder(t, tenant)]);
+    const keyed = (cardholder: string, key: string) =>
+      call(t.app, "PUT", "/v1/cards", {
+        token: tenant.token,
+        body: assignBody(cardholder, product.id),
+        headers: { "idempotency-key": key },
+      });
+    const key = randomUUID();
+    const answers = await Promise.all([
+      keyed(first as string, key),
+      keyed(first as string, key),
+      keyed(second as string, `${key}-b`),
+    ]);
+    for (const answer of answers) expectOk(answer);
+    const after = expectOk(
+      await call(t.app, "GET", `/v1/products/${product.id}`, { token: tenant.token }),
+    ) as {
+      products: { detail: Array<{ stock_cards: number }> };
+    };
+    assert.equal(after.products.detail[0]?.stock_cards, 0, `round ${round}`);
+  }
+});
+
 test("a parent assigns to its sub-client's cardholder; the sub-client sees the card, a sibling does not", async () => {
   const sub = await createSubClient(t, tenant);
   const sibling = await createSubClient(t, tenant);

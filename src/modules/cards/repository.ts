@@ -276,16 +276,23 @@ export async function findClientAddress(
   return row;
 }
 
-/** Takes the oldest unassigned card of a product; concurrent callers skip each other's card. */
+/**
+ * Takes the oldest unassigned card of a product. Concurrent callers skip each other's card; when
+ * every card left is held by another transaction, it waits for them instead of answering empty:
+ * a holder may roll back (a duplicate of an idempotent request does, once it finds its key
+ * taken), and "no stock" is a final answer. Waiting, PostgreSQL checks each card again once its
+ * holder is done and moves on to the next when it was taken.
+ */
 export async function takeStockCard(
   db: Queryable,
   productId: string,
 ): Promise<{ id: string; last_four: string } | undefined> {
-  const result = await sql<{ id: string; last_four: string }>`
+  const take = (skipLocked: boolean) =>
+    sql<{ id: string; last_four: string }>`
     select id, last_four from cards
     where product_id = ${productId} and status = 'NOT_ASSIGNED' and expires_on >= ${mexicoCityToday()}::date
     order by created_at
     limit 1
-    for update skip locked`.execute(db);
-  return result.rows[0];
+    for update ${skipLocked ? sql`skip locked` : sql``}`.execute(db);
+  return (await take(true)).rows[0] ?? (await take(false)).rows[0];
 }
