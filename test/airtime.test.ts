@@ -340,10 +340,79 @@ test("a provider failure reverses the debit (6601, retryable) and a retry with t
   await assertLedgerBalanced(t);
 });
 
-test("a number the carrier refuses is 5604 and refunded", async () => {
+test("a number the carrier refuses is 5604 and refunded, and the key's final answer, also when the worker learns it", async () => {
+  const sim = airtimeSimulator(t);
   const payer = await createTenant(t, { available: 100 });
   expectError(await topup(payer, body({ phone_number: "0512345678" })), 5604, 422);
   assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  // Regression (concurrency audit): the key was forgotten on a failure, so a replay after the
+  // refusal, or after a PENDING answer the worker later settled as refused, started a new top-up.
+  const refused = expectError(
+    await topup(payer, body({ phone_number: "0512345678" }), "air-refused"),
+    5604,
+    422,
+  );
+  const replay = await topup(payer, body({ phone_number: "0512345678" }), "air-refused");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.deepEqual(replay.body, refused.body);
+  sim.decide = () => "UNAVAILABLE";
+  const pending = expectOk(await topup(payer, body({ phone_number: "0512345679" }), "air-later"));
+  assert.equal(pending.topup.status, "PENDING");
+  sim.decide = () => ({ status: "FAILED", reason: "Número no válido", retryable: false });
+  await expireRailLeases(t);
+  assert.equal(await processPendingTopups({ db: t.ctx.db, provider: t.ctx.rails.airtime }), 1);
+  sim.decide = undefined;
+  const settled = await topup(payer, body({ phone_number: "0512345679" }), "air-later");
+  expectError(settled, 5604, 422);
+  assert.equal(settled.headers["idempotent-replayed"], "true");
+  const attempts = await t.ctx.db
+    .selectFrom("airtime_topups")
+    .select("id")
+    .where("client_id", "=", payer.clientId)
+    .execute();
+  assert.equal(attempts.length, 3);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  await assertLedgerBalanced(t);
+});
+
+test("when recording the provider's answer fails, the paid top-up is answered PENDING, never 503", async () => {
+  // Regression (concurrency audit): a database outage between the provider's answer and its record
+  // was answered 503 (6001) although the top-up was paid and delivered: a retry without a key paid
+  // twice. The worker records the answer later.
+  const payer = await createTenant(t, { available: 100 });
+  const caller = await t.ctx.auth.authenticate(`Bearer ${payer.token}`);
+  let down = false;
+  const db = new Proxy(t.ctx.db, {
+    get(target, property) {
+      if (property === "transaction" && down) {
+        return () => ({ execute: () => Promise.reject(new Error("Connection terminated unexpectedly")) });
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const provider = {
+    topup: async (request: Parameters<typeof t.ctx.rails.airtime.topup>[0]) => {
+      const answer = await t.ctx.rails.airtime.topup(request);
+      down = true;
+      return answer;
+    },
+    close: async () => {},
+  };
+  const answer = await topupAirtime(
+    { db, provider },
+    caller,
+    { productId: telcel100, phoneNumber: "5512345678", email: "a@example.com" },
+    { apiKeyId: caller.apiKeyId, key: "air-outage", requestHash: "h" },
+  );
+  assert.equal(answer.status, 200);
+  const data = (answer.body as { data: TopupData }).data;
+  assert.equal(data.topup.status, "PENDING");
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 0n);
+  await expireRailLeases(t);
+  assert.equal(await processPendingTopups({ db: t.ctx.db, provider: t.ctx.rails.airtime }), 1);
+  assert.equal((await stored(data.topup.id)).status, "COMPLETED");
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 0n);
   await assertLedgerBalanced(t);
 });
 

@@ -6,6 +6,8 @@ import {
   forgetIdempotencyKey,
   type IdempotencyScope,
   type IdempotentResult,
+  isFinalRefusal,
+  refusalResponse,
   replaceStoredResponse,
   runIdempotent,
 } from "../../db/idempotency.ts";
@@ -128,7 +130,19 @@ async function topupWithPayer(
   if (pending.replayed) return pending;
   const outcome = await askProvider(deps, providerRequest(id, input.phoneNumber, product));
   if (outcome === "UNKNOWN") return pending;
-  const topup = await settleTopup(deps.db, id, outcome);
+  let topup: repo.TopupRow;
+  try {
+    topup = await settleTopup(deps.db, id, outcome);
+  } catch (error) {
+    // The debit is committed and the provider has answered: a 503 now would invite a retry
+    // without a key to pay twice. The top-up is PENDING, which is what it is until the worker
+    // (its job comes due after the lease) asks the provider again and records the answer.
+    deps.warn?.("recording the airtime provider's answer failed; the worker will", {
+      topup_id: id,
+      error: error instanceof Error ? error.message : String(error),
+    });
+    return pending;
+  }
   if (topup.status === "COMPLETED")
     return { status: 200, body: ok(renderTopupResponse(topup, product)), replayed: false };
   if (topup.status === "PENDING") return pending;
@@ -225,8 +239,10 @@ export async function askProvider(
 /**
  * Transaction two: records the provider's answer once (whoever gets here first, the request or
  * the worker): COMPLETED, or FAILED with the debit reversed in full. The stored idempotent
- * response follows: replaced by the final one, or forgotten on failure (a retry is evaluated
- * again, as for any failure). Returns the top-up as it stands.
+ * response follows, by the rule for every answer: replaced by COMPLETED, or by the refusal when
+ * the carrier refused the number (5604, final); forgotten when the carrier failed (6601, which
+ * says nothing about the request: a retry with the key is evaluated again). Returns the top-up as
+ * it stands.
  */
 export async function settleTopup(db: Db, id: string, outcome: AirtimeResult): Promise<repo.TopupRow> {
   return db.transaction().execute(async (tx) => {
@@ -258,8 +274,12 @@ export async function settleTopup(db: Db, id: string, outcome: AirtimeResult): P
     });
     if (after.api_key_id && after.idempotency_key) {
       const key = { apiKeyId: after.api_key_id, key: after.idempotency_key };
-      if (after.status === "COMPLETED") {
+      const refusal =
+        outcome.status === "FAILED" ? failureError(after.failure_reason, outcome.retryable) : undefined;
+      if (refusal === undefined) {
         await replaceStoredResponse(tx, key, { status: 200, body: ok(renderTopupResponse(after, product)) });
+      } else if (isFinalRefusal(refusal)) {
+        await replaceStoredResponse(tx, key, refusalResponse(refusal));
       } else {
         await forgetIdempotencyKey(tx, key);
       }
