@@ -32,6 +32,8 @@ export interface BuildOptions {
   /** A pino logger configuration, a ready logger instance, or false. */
   logger?: FastifyServerOptions["logger"] | false;
   loggerInstance?: FastifyServerOptions["loggerInstance"];
+  /** How long a request (headers and body) may take to arrive; tests shorten it. */
+  requestArrivalMs?: number;
 }
 
 /**
@@ -39,11 +41,22 @@ export interface BuildOptions {
  * health), then every module, registered by hand so the whole API surface reads here.
  */
 export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const arrivalMs = options.requestArrivalMs ?? limits.requestArrivalMs;
   const app = Fastify({
     ...(options.loggerInstance
       ? { loggerInstance: options.loggerInstance }
       : { logger: options.logger ?? loggerOptions(ctx.config.logLevel) }),
     bodyLimit: limits.bodyBytesMax,
+    // A request must have arrived, body included, within this time (then 408, 1008, and the
+    // connection is closed). Fastify turns Node's own limit off by default, so a body sent a byte
+    // at a time held its connection (and a shutdown) for ever. Node checks every connection this
+    // often, so the answer comes within about 1.25 times the limit.
+    requestTimeout: arrivalMs,
+    http: {
+      requestTimeout: arrivalMs,
+      headersTimeout: arrivalMs,
+      connectionsCheckingInterval: Math.max(50, Math.floor(arrivalMs / 4)),
+    },
     requestIdHeader: "x-request-id",
     childLoggerFactory: requestLoggerFactory,
     trustProxy: ctx.config.trustProxy,

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { connect } from "node:net";
 import { after, before, test } from "node:test";
+import { buildApp } from "../src/app.ts";
 import { limits } from "../src/limits.ts";
 import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -428,4 +429,37 @@ test("/ready answers 503 when the database is gone", async () => {
   const ready = await other.app.inject({ url: "/ready" });
   assert.equal(ready.statusCode, 503);
   await other.app.close();
+});
+
+test("a request whose body does not arrive in time is 408 (1008) and its connection closed", async () => {
+  // Regression (HTTP audit): Fastify turns Node's request timeout off, so a body sent one byte at
+  // a time held its connection (and the process's shutdown) for as long as the sender liked.
+  const app = await buildApp(t.ctx, { logger: false, requestArrivalMs: 400 });
+  try {
+    const { port } = new URL(await app.listen({ port: 0, host: "127.0.0.1" }));
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => {
+        socket.write(
+          `POST /v1/sandbox/funding HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${tenant.token}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{`,
+        );
+      });
+      const drip = setInterval(() => socket.writable && socket.write(" "), 100);
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on("close", () => {
+        clearInterval(drip);
+        resolve(text);
+      });
+      socket.on("error", reject);
+    });
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+    assert.equal(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).code, 1008);
+    assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
+  } finally {
+    // The server only: closing the app would close the rails and workers it shares with `t`.
+    await new Promise((resolve) => app.server.close(resolve));
+  }
 });
