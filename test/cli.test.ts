@@ -19,12 +19,13 @@ before(async () => {
 after(() => t.close());
 
 /** Runs the CLI against this file's PostgreSQL database, or a fresh embedded one. */
-async function emisor(args: string[], dataDir: string) {
+async function emisor(args: string[], dataDir: string, extra: Record<string, string> = {}) {
   const env = {
     ...process.env,
     EMISOR_MASTER_KEY: t.config.masterKey,
     EMISOR_DATA_DIR: dataDir,
     ...(t.databaseUrl ? { DATABASE_URL: t.databaseUrl } : { DATABASE_URL: "" }),
+    ...extra,
   };
   return run(process.execPath, ["bin/emisor.js", ...args], { env, timeout: 60_000 });
 }
@@ -88,4 +89,15 @@ test("bad arguments fail with a message and a non-zero exit", async () => {
     /at most 2 decimals/,
   );
   await assert.rejects(emisor(["frobnicate"], "x"), /unknown command/);
+  // Regression (HTTP audit): text the API refuses, and money from the sandbox's funding account
+  // outside the sandbox, were accepted.
+  await assert.rejects(emisor(["tenant", "create", "--name", "   "], "x"), /--name must not be blank/);
+  await assert.rejects(
+    emisor(["tenant", "create", "--name", "Acme", "--alias", "AB\tC"], "x"),
+    /--alias must not contain control characters/,
+  );
+  await assert.rejects(
+    emisor(["tenant", "create", "--name", "Prod Co", "--available", "10"], "x", { EMISOR_SANDBOX: "false" }),
+    /only with EMISOR_SANDBOX=true/,
+  );
 });

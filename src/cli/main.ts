@@ -44,6 +44,13 @@ function defaultAlias(name: string): string {
   return alias.length >= 3 ? alias : alias.padEnd(3, "X");
 }
 
+/** The API's rules for required text: something besides spaces, and no control characters. */
+function checkText(value: string, flag: string): void {
+  if (!/\S/.test(value)) throw new Error(`${flag} must not be blank`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+  if (/[\u0000-\u001f\u007f]/.test(value)) throw new Error(`${flag} must not contain control characters`);
+}
+
 async function tenantCreate(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -57,11 +64,18 @@ async function tenantCreate(args: string[]): Promise<void> {
   if (!values.name || values.name.length < 1 || values.name.length > 60) {
     throw new Error("--name is required (1-60 characters)");
   }
+  checkText(values.name, "--name");
   const alias = values.alias ?? defaultAlias(values.name);
   if (alias.length < 3 || alias.length > 10) throw new Error("--alias must be 3-10 characters");
+  checkText(alias, "--alias");
   const availableCents = parsePesosText(values.available ?? "0", "--available", limits.fundingCentsMax);
+  const config = loadConfig();
+  // The funding account that pays --available is the sandbox's: outside it money reaches a
+  // tenant the way it does in production, by SPEI to its CLABE.
+  if (!config.sandbox && availableCents > 0n) {
+    throw new Error("--available funds from the sandbox funding account: only with EMISOR_SANDBOX=true");
+  }
   const result = await withDatabase(async (database) => {
-    const config = loadConfig();
     // Creating the context also creates the system key pair on a brand-new database.
     await createContext(config, database, (message: string) => process.stderr.write(`${message}\n`));
     return createRootClient(database.db, {
