@@ -9,7 +9,7 @@ import { handleClientError, handleFrameworkError, registerErrorHandling } from "
 import { registerHealth } from "./http/health.ts";
 import { IdempotencyKeyHeader, registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
-import { loggerOptions, requestLoggerFactory } from "./http/logger.ts";
+import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
@@ -57,7 +57,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       headersTimeout: arrivalMs,
       connectionsCheckingInterval: Math.max(50, Math.floor(arrivalMs / 4)),
     },
-    requestIdHeader: "x-request-id",
+    requestIdHeader: false,
+    genReqId: requestIdOf,
     childLoggerFactory: requestLoggerFactory,
     trustProxy: ctx.config.trustProxy,
     // Per-request "incoming/completed" lines only at debug: at volume they cost more than the work.

@@ -5,7 +5,7 @@ import { after, before, test } from "node:test";
 import { buildApp } from "../src/app.ts";
 import { limits } from "../src/limits.ts";
 import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
-import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { ownLogs, startTestApp, type TestApp } from "./helpers/harness.ts";
 
 let t: TestApp;
 let tenant: Tenant;
@@ -462,4 +462,27 @@ test("a request whose body does not arrive in time is 408 (1008) and its connect
     // The server only: closing the app would close the rails and workers it shares with `t`.
     await new Promise((resolve) => app.server.close(resolve));
   }
+});
+
+test("a card number in a path or a request id never reaches a log line; a request id is bounded", async () => {
+  // Regression (HTTP audit): the logged path and X-Request-Id were written as sent: a PAN in
+  // `/v1/cards/{id}` (refused, but logged at debug), and 3,000 characters of request id.
+  const pan = "5311223371815557";
+  expectError(await call(t.app, "GET", `/v1/cards/${pan}`, { token: tenant.token }), 1000, 400);
+  await call(t.app, "GET", "/v1/catalogs/gender", {
+    token: tenant.token,
+    headers: { "x-request-id": `trace-${pan}-1` },
+  });
+  const long = `zz${"q".repeat(3000)}`;
+  await call(t.app, "GET", "/v1/catalogs/gender", { token: tenant.token, headers: { "x-request-id": long } });
+  await call(t.app, "GET", "/v1/catalogs/gender", {
+    token: tenant.token,
+    headers: { "x-request-id": "order-2026-0001" },
+  });
+  const logs = ownLogs();
+  assert.ok(!logs.includes(pan), "a card number reached the logs");
+  assert.match(logs, /\/v1\/cards\/\*{12}5557/);
+  assert.match(logs, /"reqId":"trace-\*{12}5557-1"/);
+  assert.ok(!logs.includes("qqqqqqqqqq"), "an unbounded request id was logged");
+  assert.match(logs, /"reqId":"order-2026-0001"/);
 });

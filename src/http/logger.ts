@@ -1,5 +1,7 @@
+import type { IncomingMessage } from "node:http";
 import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
 import type { Bindings, ChildLoggerOptions, Logger } from "pino";
+import { isLuhnValid } from "../domain/luhn.ts";
 
 /**
  * pino options. Requests are logged by path only: query strings can carry personal data (RFC,
@@ -24,7 +26,35 @@ export const redactedPaths = [
   "err.detail",
   "err.params",
   "err.parameters",
+  // node-postgres attaches the connection to a pool error: its cancel key, its parameters and
+  // every prepared statement's text.
+  "err.client",
 ];
+
+/**
+ * Text with every run of 13-19 digits that passes Luhn (a card number's shape) masked to its last
+ * four. A card number in a path (`GET /v1/cards/4111...`, refused as not a UUID) or in a request
+ * id must not reach a log line; ids, CLABEs and references mostly do not pass Luhn and stay.
+ */
+export function maskCardNumbers(text: string): string {
+  return text.replace(/(?<![0-9])[0-9]{13,19}(?![0-9])/g, (digits) =>
+    isLuhnValid(digits) ? `${"*".repeat(digits.length - 4)}${digits.slice(-4)}` : digits,
+  );
+}
+
+let nextRequestId = 0;
+
+/**
+ * The request id every log line of a request carries: the caller's `X-Request-Id` when it is 1-128
+ * visible ASCII characters (card numbers in it masked), otherwise one of ours. It was copied as
+ * sent, 3,000 characters or a card number included.
+ */
+export function requestIdOf(request: IncomingMessage): string {
+  const sent = request.headers["x-request-id"];
+  if (typeof sent === "string" && /^[\x21-\x7e]{1,128}$/.test(sent)) return maskCardNumbers(sent);
+  nextRequestId = (nextRequestId + 1) & 0x7fffffff;
+  return `req-${nextRequestId.toString(36)}`;
+}
 
 export function loggerOptions(level: string): NonNullable<FastifyServerOptions["logger"]> {
   return {
@@ -34,7 +64,7 @@ export function loggerOptions(level: string): NonNullable<FastifyServerOptions["
       req: (req: { method: string; url: string; id: string; ip?: string }) => ({
         id: req.id,
         method: req.method,
-        path: req.url.split("?")[0],
+        path: maskCardNumbers(req.url.split("?")[0] ?? ""),
       }),
     },
   };

@@ -3,7 +3,7 @@ import { Writable } from "node:stream";
 import { describe, it } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import { pino } from "pino";
-import { loggerOptions, requestLoggerFactory } from "../../src/http/logger.ts";
+import { loggerOptions, maskCardNumbers, requestLoggerFactory } from "../../src/http/logger.ts";
 
 /** A pino logger at `level` as the service configures it, and the lines it wrote. */
 function capture(level: string): { root: FastifyBaseLogger; lines: Array<Record<string, unknown>> } {
@@ -65,6 +65,33 @@ describe("request loggers, made when a request first writes a line", () => {
     assert.deepEqual(
       lines.slice(1).map((line) => line.msg),
       ["kept"],
+    );
+  });
+});
+
+describe("what a log line may not carry", () => {
+  it("a pool error's connection is redacted", () => {
+    const { root, lines } = capture("warn");
+    const err = Object.assign(new Error("Connection terminated"), {
+      client: { processID: 7, secretKey: 99 },
+    });
+    root.warn({ err }, "database connection failed");
+    assert.equal((lines[0]?.err as Record<string, unknown>).client, "[redacted]");
+  });
+
+  it("card numbers are masked to their last four; other digit runs stay", () => {
+    assert.equal(
+      maskCardNumbers("/v1/cards/4111111111111111/movements"),
+      "/v1/cards/************1111/movements",
+    );
+    // A CLABE (18 digits, not Luhn-valid here) and a UUID's 12-digit group are not card numbers.
+    assert.equal(
+      maskCardNumbers("/v1/transfer/clabe/collection/646180000000000012/operations"),
+      "/v1/transfer/clabe/collection/646180000000000012/operations",
+    );
+    assert.equal(
+      maskCardNumbers("a1700000-0000-4000-8000-000000000100"),
+      "a1700000-0000-4000-8000-000000000100",
     );
   });
 });
