@@ -36,6 +36,8 @@ test("login returns the token in the Authorization header and in data", async ()
   assert.equal(data.client.available, 1234.5);
   assert.equal(data.client.status, "ACTIVE");
   assert.ok(!JSON.stringify(response.body).includes(tenant.password));
+  // Regression (HTTP audit): no cache may keep a token response (RFC 6749 5.1).
+  assert.equal(response.headers["cache-control"], "no-store");
   // The token works.
   expectOk(await call(t.app, "GET", "/v1/catalogs/state", { token: data.token }));
 });
@@ -53,7 +55,9 @@ test("unknown key and wrong password give the same answer", async () => {
 });
 
 test("a missing, malformed, forged or expired token is 401 with its own code", async () => {
-  expectError(await call(t.app, "GET", "/v1/catalogs/state"), 2001, 401);
+  const missing = expectError(await call(t.app, "GET", "/v1/catalogs/state"), 2001, 401);
+  // Regression (HTTP audit): a 401 must name the scheme that would succeed (RFC 9110 11.6.1).
+  assert.equal(missing.headers["www-authenticate"], 'Bearer realm="emisor"');
   const malformed = { authorization: "Token abc" };
   expectError(await call(t.app, "GET", "/v1/catalogs/state", { headers: malformed }), 2002, 401);
   // The genuine token first: a process remembers the tokens it verified, and the same claims

@@ -59,13 +59,14 @@ function expectUrlRejected(response: Awaited<ReturnType<typeof create>>, message
 }
 
 test("create: exact shape, a whsec_ secret shown once and stored sealed, never in GET or list", async () => {
-  const created = expectOk(
-    await create(tenant.token, {
-      url: "https://hooks.example.com/emisor?source=emisor",
-      event_types: ["card.payment", "transfer.in.received"],
-      description: "Pagos",
-    }),
-  );
+  const response = await create(tenant.token, {
+    url: "https://hooks.example.com/emisor?source=emisor",
+    event_types: ["card.payment", "transfer.in.received"],
+    description: "Pagos",
+  });
+  const created = expectOk(response);
+  // Regression (HTTP audit): the answer holding the signing secret may not be kept by a cache.
+  assert.equal(response.headers["cache-control"], "no-store");
   const { secret, ...webhook } = created.webhook;
   assert.deepEqual(Object.keys(webhook).sort(), webhookKeys);
   assert.match(secret ?? "", /^whsec_[A-Za-z0-9+/]{43}=$/);
@@ -445,14 +446,14 @@ test("a disabled endpoint shows why, refuses test and replay (5702) until enable
 test("rotating the secret shows a new one once and keeps the old one signing for the grace period", async () => {
   const owner = await createTenant(t);
   const created = expectOk(await create(owner.token, { url: "https://example.com/hook" })).webhook;
-  const rotated = expectOk(
-    await call<{ webhook: Webhook; secret: string; previous_secret_expires_at: string }>(
-      t.app,
-      "POST",
-      `/v1/webhooks/${created.id}/rotate_secret`,
-      { token: owner.token },
-    ),
+  const rotation = await call<{ webhook: Webhook; secret: string; previous_secret_expires_at: string }>(
+    t.app,
+    "POST",
+    `/v1/webhooks/${created.id}/rotate_secret`,
+    { token: owner.token },
   );
+  const rotated = expectOk(rotation);
+  assert.equal(rotation.headers["cache-control"], "no-store");
   assert.match(rotated.secret, /^whsec_/);
   assert.notEqual(rotated.secret, created.secret);
   assert.deepEqual(Object.keys(rotated.webhook).sort(), webhookKeys);

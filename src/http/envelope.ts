@@ -1,3 +1,4 @@
+import type { FastifyReply } from "fastify";
 import { type TSchema, Type } from "typebox";
 import type { ErrorDef, ValidationDetail } from "../errors.ts";
 
@@ -49,3 +50,11 @@ export const ErrorEnvelopeSchema = Type.Object(
   },
   { description: "Failure: success false, a catalog code, a message; details for validation errors" },
 );
+
+/**
+ * Marks a response that carries a secret (a bearer token, a webhook signing secret, card data) as
+ * not to be kept by any cache (RFC 6749 5.1 asks it of token responses).
+ */
+export function noStore(reply: FastifyReply): FastifyReply {
+  return reply.header("cache-control", "no-store");
+}

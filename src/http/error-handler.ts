@@ -59,6 +59,8 @@ const fastifyCodes: Record<string, ErrorDef> = {
 };
 
 function send(reply: FastifyReply, def: ErrorDef, message: string, details?: AppError["details"]) {
+  // A 401 names the scheme that would succeed (RFC 9110 11.6.1).
+  if (def.status === 401) reply.header("www-authenticate", 'Bearer realm="emisor"');
   return reply.code(def.status).send(failure(def, message, details));
 }
 

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { ok } from "../../http/envelope.ts";
+import { noStore, ok } from "../../http/envelope.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { findClientInScope } from "../clients/repository.ts";
@@ -27,7 +27,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
       const login = await ctx.auth.login(api_key, password, request.ip);
       const client = await findClientInScope(ctx.db, login.clientId, login.clientId);
       if (!client) throw new Error("logged-in client vanished");
-      reply.header("authorization", `Bearer ${login.token}`);
+      noStore(reply).header("authorization", `Bearer ${login.token}`);
       return ok({
         token: login.token,
         token_type: "Bearer" as const,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { ok } from "../../http/envelope.ts";
+import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, OrNull, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
@@ -133,7 +133,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       },
     },
     async (request, reply) => {
-      reply.header("cache-control", "no-store");
+      noStore(reply);
       return ok(await revealCard(ctx, request.caller, request.params.id));
     },
   );

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { ok } from "../../http/envelope.ts";
+import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
@@ -41,7 +41,10 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       },
     },
     async (request, reply) =>
-      sendResult(reply, await service.createWebhook(deps, request.caller, request.body, request.idempotency)),
+      sendResult(
+        noStore(reply),
+        await service.createWebhook(deps, request.caller, request.body, request.idempotency),
+      ),
   );
 
   app.get<{ Querystring: Static<typeof ListWebhooksQuery> }>(
@@ -117,7 +120,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request, reply) =>
       sendResult(
-        reply,
+        noStore(reply),
         await service.rotateWebhookSecret(deps, request.caller, request.params.id, request.idempotency),
       ),
   );
