@@ -56,6 +56,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       requestTimeout: arrivalMs,
       headersTimeout: arrivalMs,
       connectionsCheckingInterval: Math.max(50, Math.floor(arrivalMs / 4)),
+      // Node answers a missing Host with a bare 400 of its own; the auth hook refuses it instead,
+      // in the envelope (http/auth.ts).
+      requireHostHeader: false,
     },
     requestIdHeader: false,
     genReqId: requestIdOf,

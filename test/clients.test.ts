@@ -196,6 +196,20 @@ test("an alias is unique within an organisation, ignoring case; other organisati
     409,
   );
   assert.equal(await balanceOf(t.ctx.db, parent.clientId), 900n);
+  // Regression (HTTP audit): aliases that read alike were two aliases: a precomposed É against E
+  // and a combining accent, full-width letters; and invisible characters made any alias new.
+  expectOk(await create(parent.token, subclientBody({ alias: "CAFÉ", available: 0 })));
+  for (const alike of ["CAFE\u0301", "ｃａｆé"]) {
+    expectError(await create(parent.token, subclientBody({ alias: alike, available: 0 })), 4101, 409);
+  }
+  for (const invisible of ["NORTE\u200B", "\u202ENORTE", "SUR\u0007"]) {
+    const refused = expectError(
+      await create(parent.token, subclientBody({ alias: invisible, available: 0 })),
+      1000,
+      400,
+    );
+    assert.match(refused.body.message, /^alias: must not contain control or invisible characters/);
+  }
 });
 
 test("a sub-client creates its own sub-clients down to the depth limit (5103)", async () => {

@@ -346,6 +346,15 @@ test("requests Node's HTTP parser refuses answer the envelope, then close", asyn
     message: "The HTTP request is malformed",
     data: null,
   });
+  // Regression (HTTP audit): Node answered a request without Host with a bare 400 of its own.
+  const hostless = await raw("GET /v1/catalogs/gender HTTP/1.1\r\nConnection: close\r\n\r\n");
+  assert.match(hostless, /^HTTP\/1\.1 400 /);
+  assert.deepEqual(JSON.parse(hostless.slice(hostless.indexOf("\r\n\r\n") + 4)), {
+    success: false,
+    code: 1000,
+    message: "The Host header is required",
+    data: null,
+  });
   const tooLarge = await raw(`GET /v1/catalogs/gender?x=${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
   assert.match(tooLarge, /^HTTP\/1\.1 431 /);
   assert.equal(JSON.parse(tooLarge.slice(tooLarge.indexOf("\r\n\r\n") + 4)).code, 1007);

@@ -1,10 +1,12 @@
 import type { FastifyInstance } from "fastify";
+import { AppError, errors } from "../errors.ts";
 import type { AuthService } from "../modules/auth/service.ts";
 import type { Caller } from "./caller.ts";
 
 /**
  * Every /v1 route requires a bearer token unless it is marked `config: { auth: false }`.
- * Authentication runs before the body is parsed, so anonymous callers cost no parsing.
+ * Authentication runs before the body is parsed, so anonymous callers cost no parsing. The same
+ * hook refuses an HTTP/1.1 request without a Host header.
  */
 export function registerAuth(app: FastifyInstance, auth: AuthService): void {
   app.decorateRequest("caller", null as never);
@@ -12,6 +14,10 @@ export function registerAuth(app: FastifyInstance, auth: AuthService): void {
   app.decorateRequest("idempotencyDraft", undefined);
   // A callback, not an async function: a caller known at once costs no promise.
   app.addHook("onRequest", (request, _reply, done) => {
+    // HTTP/1.1 requires Host (RFC 9112 3.2); Node's own check would answer outside the envelope.
+    if (request.headers.host === undefined && request.raw.httpVersion === "1.1") {
+      return done(new AppError(errors.validationFailed, { message: "The Host header is required" }));
+    }
     if (request.routeOptions.config.auth === false || !request.routeOptions.url?.startsWith("/v1/"))
       return done();
     let caller: Caller | Promise<Caller>;
