@@ -39,6 +39,22 @@ test("same key and body: the first response is replayed and money moves once", a
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 1050n);
 });
 
+test("the same operation written as another URL is the same request: a replay, not 4001", async () => {
+  // Regression (HTTP audit): the fingerprint hashed the URL as written.
+  const tenant = await createTenant(t);
+  const first = await fund(tenant.token, 3, "key-url");
+  for (const url of ["/v1/sandbox/funding/", "/v1/sandbox/fundin%67"]) {
+    const again = await call<Funding>(t.app, "POST", url, {
+      token: tenant.token,
+      body: { amount: 3 },
+      headers: { "idempotency-key": "key-url" },
+    });
+    assert.equal(again.headers["idempotent-replayed"], "true", url);
+    assert.deepEqual(again.body, first.body);
+  }
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 300n);
+});
+
 test("same key, another body: 409 and nothing moves", async () => {
   const tenant = await createTenant(t);
   expectOk(await fund(tenant.token, 1, "key-2"));

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Db } from "../db/database.ts";
-import { findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
+import { canonicalJson, findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
 
@@ -33,7 +33,9 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
     if (header === undefined) return;
     if (typeof header !== "string" || !keyPattern.test(header))
       throw new AppError(errors.invalidIdempotencyKey);
-    const path = request.url.split("?")[0] ?? "";
+    // The operation as the router read it (its route and decoded parameters), not the URL as
+    // written: `/v1/sandbox/funding/` and `/v1/sandbox/fundin%67` are the same request.
+    const path = `${request.routeOptions.url}${canonicalJson(request.params ?? {})}`;
     const { apiKeyId } = request.caller;
     const ciphered = request.routeOptions.config.cipheredFields;
     if (ciphered) {
