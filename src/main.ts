@@ -57,6 +57,7 @@ export async function runServer(
         db: ctx.db,
         vaultKey: ctx.keys.vault,
         log: logger.child({ worker: "webhooks" }),
+        sandbox: config.sandbox,
       }).start()
     : undefined;
   // Rail dispatch (SPEI orders) and airtime recovery, likewise safe with several processes.

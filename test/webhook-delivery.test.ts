@@ -180,6 +180,24 @@ test("500s are retried with the same webhook-id until the receiver answers 2xx",
   }
 });
 
+test("an endpoint registered in sandbox is not called once the service runs outside it", async () => {
+  // Regression (HTTP audit): the URL was checked only when registered, so http://127.0.0.1 kept
+  // receiving deliveries after a restart with EMISOR_SANDBOX=false.
+  const owner = await createTenant(t);
+  const inbox = await receiver();
+  const hook = await register(owner, `${inbox.url}/sandbox-only`);
+  const worker = startWorker(t, { attemptsMax: 2 }, false);
+  try {
+    await emit(t, [{ type: "card.payment", clientId: owner.clientId }]);
+    const [delivery] = await settled(owner, hook.id);
+    assert.equal(delivery?.status, "FAILED");
+    assert.match(delivery?.last_error ?? "", /^not called: url: must be https/);
+    assert.equal(inbox.receipts.length, 0);
+  } finally {
+    await worker.stop();
+  }
+});
+
 test("a receiver slower than the timeout is retried with the same webhook-id", async () => {
   const owner = await createTenant(t);
   const inbox = await receiver((_, index) => ({ status: 200, delayMs: index === 0 ? 10_000 : 0 }));

@@ -73,11 +73,16 @@ export const fastTiming: DeliveryTiming = {
   concurrency: 8,
 };
 
-export function startWorker(t: TestApp, timing: Partial<DeliveryTiming> = {}): WebhookWorker {
+export function startWorker(
+  t: TestApp,
+  timing: Partial<DeliveryTiming> = {},
+  sandbox = t.config.sandbox,
+): WebhookWorker {
   return new WebhookWorker({
     db: t.ctx.db,
     vaultKey: t.ctx.keys.vault,
     log: t.app.log,
+    sandbox,
     timing: { ...fastTiming, ...timing },
   }).start();
 }

@@ -1,9 +1,11 @@
 import { open } from "../../crypto/vault.ts";
 import type { Db } from "../../db/database.ts";
+import { AppError } from "../../errors.ts";
 import { limits } from "../../limits.ts";
 import { presentEvent } from "../events/service.ts";
 import * as repo from "./repository.ts";
 import { secretContext, signedHeaders } from "./signature.ts";
+import { checkWebhookUrl } from "./url.ts";
 
 /**
  * The delivery worker: runs in the service process (main.ts starts it when EMISOR_WORKERS is
@@ -52,15 +54,24 @@ export class WebhookWorker {
   readonly #vaultKey: Buffer;
   readonly #timing: DeliveryTiming;
   readonly #log: WorkerLogger;
+  readonly #sandbox: boolean;
   readonly #stop = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
 
-  constructor(options: { db: Db; vaultKey: Buffer; log: WorkerLogger; timing?: Partial<DeliveryTiming> }) {
+  constructor(options: {
+    db: Db;
+    vaultKey: Buffer;
+    log: WorkerLogger;
+    /** Whether the sandbox's URLs (http to localhost) may be called: as when endpoints are registered. */
+    sandbox: boolean;
+    timing?: Partial<DeliveryTiming>;
+  }) {
     this.#db = options.db;
     this.#vaultKey = options.vaultKey;
     this.#log = options.log;
+    this.#sandbox = options.sandbox;
     this.#timing = { ...defaultDeliveryTiming(), ...options.timing };
   }
 
@@ -129,6 +140,19 @@ export class WebhookWorker {
   }
 
   async #send(delivery: repo.ClaimedDelivery): Promise<Outcome> {
+    // The URL was checked when it was registered; it is checked again before every call, by
+    // today's rules: an endpoint registered in sandbox (http://localhost) is not called once the
+    // service runs outside it, nor one a later release's rules refuse.
+    try {
+      checkWebhookUrl(delivery.url, this.#sandbox);
+    } catch (error) {
+      const reason = error instanceof AppError ? error.message : "the URL is not allowed";
+      return {
+        kind: "failed",
+        statusCode: null,
+        error: `not called: ${reason}`.slice(0, limits.webhookErrorLengthMax),
+      };
+    }
     let headers: Record<string, string>;
     const body = JSON.stringify(
       presentEvent({
