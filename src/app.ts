@@ -53,7 +53,6 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     // often, so the answer comes within about 1.25 times the limit.
     requestTimeout: arrivalMs,
     http: {
-      requestTimeout: arrivalMs,
       headersTimeout: arrivalMs,
       connectionsCheckingInterval: Math.max(50, Math.floor(arrivalMs / 4)),
       // Node answers a missing Host with a bare 400 of its own; the auth hook refuses it instead,

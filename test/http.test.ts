@@ -322,6 +322,9 @@ test("an operation without a body takes the Content-Type header the contract req
   expectError(await call(t.app, "GET", "/v1/catalogs/gender", { token: session }), 2004, 401);
 });
 
+/** The JSON body of a raw HTTP/1.1 answer. */
+const bodyOfRaw = (answer: string) => JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+
 test("requests Node's HTTP parser refuses answer the envelope, then close", async () => {
   // Regression (contract audit): Fastify's own {"error","message","statusCode"} body.
   const address = await t.app.listen({ port: 0, host: "127.0.0.1" });
@@ -340,7 +343,7 @@ test("requests Node's HTTP parser refuses answer the envelope, then close", asyn
     "GET /v1/catalogs/gender HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\x7f\r\n\r\n",
   );
   assert.match(badHeader, /^HTTP\/1\.1 400 /);
-  assert.deepEqual(JSON.parse(badHeader.slice(badHeader.indexOf("\r\n\r\n") + 4)), {
+  assert.deepEqual(bodyOfRaw(badHeader), {
     success: false,
     code: 1000,
     message: "The HTTP request is malformed",
@@ -349,7 +352,7 @@ test("requests Node's HTTP parser refuses answer the envelope, then close", asyn
   // Regression (HTTP audit): Node answered a request without Host with a bare 400 of its own.
   const hostless = await raw("GET /v1/catalogs/gender HTTP/1.1\r\nConnection: close\r\n\r\n");
   assert.match(hostless, /^HTTP\/1\.1 400 /);
-  assert.deepEqual(JSON.parse(hostless.slice(hostless.indexOf("\r\n\r\n") + 4)), {
+  assert.deepEqual(bodyOfRaw(hostless), {
     success: false,
     code: 1000,
     message: "The Host header is required",
@@ -357,7 +360,7 @@ test("requests Node's HTTP parser refuses answer the envelope, then close", asyn
   });
   const tooLarge = await raw(`GET /v1/catalogs/gender?x=${"a".repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
   assert.match(tooLarge, /^HTTP\/1\.1 431 /);
-  assert.equal(JSON.parse(tooLarge.slice(tooLarge.indexOf("\r\n\r\n") + 4)).code, 1007);
+  assert.equal(bodyOfRaw(tooLarge).code, 1007);
 });
 
 test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
@@ -465,7 +468,7 @@ test("a request whose body does not arrive in time is 408 (1008) and its connect
       socket.on("error", reject);
     });
     assert.match(answer, /^HTTP\/1\.1 408 /);
-    assert.equal(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).code, 1008);
+    assert.equal(bodyOfRaw(answer).code, 1008);
     assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
   } finally {
     // The server only: closing the app would close the rails and workers it shares with `t`.

@@ -115,17 +115,13 @@ export function daysBetween(from: string, to: string): number {
 }
 
 /**
- * A Banxico institution code in one form, whatever the rail sent: 40012, "40012" and "040012" are
- * the same participant. The sender's code is part of what identifies an abono (with the date and
- * the tracking key): compared as sent, a redelivery written with another number of zeros was
- * credited again. The form is the code's number, which is the catalog's key (40012, 90646, and
- * Banxico's own 2001, which padding to five digits turned into "02001", a key the catalog has not).
+ * A numeric SPEI code (institution, account type, numeric reference) as its number, whatever the
+ * rail sent: 40012, "40012" and "040012" are the same participant, "040" is account type 40. The
+ * sender's institution is part of what identifies an abono (with the date and the tracking key):
+ * compared as sent, a redelivery written with another number of zeros was credited again. An
+ * institution's number is also its catalog key (40012, 90646, and Banxico's own 2001, which
+ * padding to five digits turned into "02001", a key the catalog has not).
  */
-export function institutionCode(value: string | number): string {
-  return numericCode(value);
-}
-
-/** A numeric code (account type, numeric reference) as its number: "040" is 40. */
 export function numericCode(value: string | number): string {
   return String(value).replace(/^0+(?=[0-9])/, "");
 }

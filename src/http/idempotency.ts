@@ -11,9 +11,7 @@ const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax
 export const IdempotencyKeyHeader = Type.Object({
   "idempotency-key": Type.Optional(
     Type.String({
-      pattern: "^[\\x21-\\x7e]+$",
-      minLength: 1,
-      maxLength: limits.idempotencyKeyLengthMax,
+      pattern: keyPattern.source,
       description:
         "Makes the request safe to retry: the same key with the same body answers what the first attempt answered (Idempotent-Replayed: true) and moves money once; with another body, 4001. Kept 48 hours per API key.",
     }),

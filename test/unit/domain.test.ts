@@ -7,7 +7,7 @@ import { buildClabe, clabeControlDigit, isValidClabe } from "../../src/domain/cl
 import { curpCheckDigit, curpProblem, isValidCurp } from "../../src/domain/curp.ts";
 import { isLuhnValid, luhnCheckDigit, randomPan } from "../../src/domain/luhn.ts";
 import { isValidRfc, rfcCheckDigit } from "../../src/domain/rfc.ts";
-import { institutionCode } from "../../src/domain/spei.ts";
+import { numericCode } from "../../src/domain/spei.ts";
 
 test("CLABE: the domain example, and any single-digit change is caught", () => {
   assert.ok(isValidClabe("032180000118359719"));
@@ -111,9 +111,9 @@ test("collection CLABEs can only be issued under a SPEI participant's bank code"
 });
 
 test("institution codes are their number, the catalog's key, whatever the zeros", () => {
-  assert.equal(institutionCode("040012"), "40012");
-  assert.equal(institutionCode(40012), "40012");
-  assert.equal(institutionCode("02001"), "2001");
-  assert.equal(institutionCode(0), "0");
-  assert.equal(institutionCode("000"), "0");
+  assert.equal(numericCode("040012"), "40012");
+  assert.equal(numericCode(40012), "40012");
+  assert.equal(numericCode("02001"), "2001");
+  assert.equal(numericCode(0), "0");
+  assert.equal(numericCode("000"), "0");
 });

@@ -1,18 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { numericCode } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { readJsonBody } from "../../http/json-body.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
-import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
 import { applySpeiStateChange, forceReturn, getSpeiOrder } from "./outgoing.ts";
 import {
   AbonoResultData,
+  abonoAmountCents,
   abonoOf,
   ClabeParams,
   CollectionAccountsData,
@@ -222,8 +221,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
         request.caller,
         {
           clabe: b.clabe,
-          // As the rail's: an amount above the credit limit is returned (cause 20), not refused.
-          amountCents: parsePesos(b.amount, "amount", { maxCents: BigInt(Number.MAX_SAFE_INTEGER) }),
+          amountCents: abonoAmountCents(b.amount, "amount"),
           trackingKey: b.tracking_key,
           operationDate: b.operation_date,
           payerName: b.payer_name,
@@ -231,7 +229,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
           payerInstitution: b.payer_institution,
           payerRfcCurp: b.payer_rfc_curp,
           paymentConcept: b.payment_concept,
-          numericReference: b.numeric_reference === undefined ? undefined : numericCode(b.numeric_reference),
+          numericReference: b.numeric_reference,
         },
         request.idempotency,
       );

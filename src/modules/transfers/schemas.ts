@@ -1,11 +1,5 @@
 import { type Static, Type } from "typebox";
-import {
-  institutionCode,
-  isRealDate,
-  numericCode,
-  returnCauses,
-  trackingKeyLengthMax,
-} from "../../domain/spei.ts";
+import { isRealDate, numericCode, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import {
   DateString,
@@ -260,16 +254,23 @@ export function railTimestamp(value: string | number | undefined, field: string)
   return value === undefined ? undefined : instantOf(value, field);
 }
 
+/**
+ * An abono's amount, the rail's or the sandbox's: any exact amount reads, and one above the credit
+ * limit is returned with cause 20 rather than refused (a 400 would make the rail retry a transfer
+ * Emisor will never take).
+ */
+export function abonoAmountCents(value: number, field: string): bigint {
+  return parsePesos(value, field, { maxCents: BigInt(Number.MAX_SAFE_INTEGER) });
+}
+
 export function abonoOf(body: IncomingBodyType): Abono {
   return {
     transferId: body.Id === undefined ? undefined : String(body.Id),
     fechaOperacion: railDate(body.FechaOperacion, "FechaOperacion"),
-    institucionOrdenante: institutionCode(body.InstitucionOrdenante),
-    institucionBeneficiaria: institutionCode(body.InstitucionBeneficiaria),
+    institucionOrdenante: numericCode(body.InstitucionOrdenante),
+    institucionBeneficiaria: numericCode(body.InstitucionBeneficiaria),
     claveRastreo: body.ClaveRastreo,
-    // Any exact amount parses; one above the credit limit is returned with a cause, not a 400
-    // (a 400 would make the rail retry a transfer Emisor will never take).
-    montoCents: parsePesos(body.Monto, "Monto", { maxCents: BigInt(Number.MAX_SAFE_INTEGER) }),
+    montoCents: abonoAmountCents(body.Monto, "Monto"),
     nombreOrdenante: body.NombreOrdenante,
     tipoCuentaOrdenante: numericCode(body.TipoCuentaOrdenante),
     cuentaOrdenante: body.CuentaOrdenante,

@@ -4,8 +4,8 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import { buildClabe } from "../../domain/clabe.ts";
 import {
   daysBetween,
-  institutionCode,
   newTrackingKey,
+  numericCode,
   operationDateOf,
   returnCauseText,
 } from "../../domain/spei.ts";
@@ -48,7 +48,7 @@ export async function createCollectionAccount(
 
 const accountStatusText = { ACTIVE: "Activo", BLOCKED: "Bloqueado", CANCELLED: "Cancelado" } as const;
 
-export function institutionOfPrefix(prefix: string) {
+function institutionOfPrefix(prefix: string) {
   return transferInstitutions.find((item) => item.clabe_prefix === prefix);
 }
 
@@ -270,8 +270,8 @@ function sandboxAbono(input: SandboxIncoming, clientName: string): Abono {
   const receiver = institutionOfPrefix(input.clabe.slice(0, 3));
   return {
     fechaOperacion: fecha,
-    institucionOrdenante: institutionCode(input.payerInstitution ?? "40012"),
-    institucionBeneficiaria: receiver?.key ?? institutionCode(input.clabe.slice(0, 3)),
+    institucionOrdenante: numericCode(input.payerInstitution ?? "40012"),
+    institucionBeneficiaria: receiver?.key ?? numericCode(input.clabe.slice(0, 3)),
     claveRastreo: input.trackingKey ?? newTrackingKey(fecha).replace(/^EMS/, "SBX"),
     montoCents: input.amountCents,
     nombreOrdenante: input.payerName ?? "ORDENANTE DE PRUEBA",
@@ -283,7 +283,7 @@ function sandboxAbono(input: SandboxIncoming, clientName: string): Abono {
     cuentaBeneficiario: input.clabe,
     rfcCurpBeneficiario: "ND",
     conceptoPago: input.paymentConcept ?? "Abono de prueba",
-    referenciaNumerica: input.numericReference ?? "1",
+    referenciaNumerica: numericCode(input.numericReference ?? "1"),
   };
 }
 
