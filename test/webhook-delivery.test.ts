@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
+import type { Resolve } from "../src/modules/webhooks/post.ts";
 import { claimDueDeliveries } from "../src/modules/webhooks/repository.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { ownLogs, startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -193,6 +194,55 @@ test("an endpoint registered in sandbox is not called once the service runs outs
     assert.equal(delivery?.status, "FAILED");
     assert.match(delivery?.last_error ?? "", /^not called: url: must be https/);
     assert.equal(inbox.receipts.length, 0);
+  } finally {
+    await worker.stop();
+  }
+});
+
+test("a host name that resolves to a local or private address is not called: the worker checks the addresses it connects to", async () => {
+  // Regression (third audit): the URL's name was never resolved by the check, so a public name
+  // whose DNS answered 127.0.0.1, 10.x or 169.254.169.254 (at once, or only after registration:
+  // DNS rebinding) turned the worker against Emisor's own network.
+  const owner = await createTenant(t);
+  const answers: Record<string, string[]> = {
+    "loopback.example.test": ["127.0.0.1"],
+    "mixed.example.test": ["8.8.8.8", "10.0.0.5"],
+    "metadata.example.test": ["169.254.169.254"],
+    "mapped.example.test": ["::ffff:127.0.0.1"],
+  };
+  const asked: string[] = [];
+  const resolve: Resolve = async (hostname) => {
+    asked.push(hostname);
+    return (answers[hostname] ?? []).map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+  };
+  const hooks = [];
+  for (const name of Object.keys(answers)) hooks.push(await register(owner, `https://${name}/hook`));
+  const worker = startWorker(t, { attemptsMax: 1 }, false, resolve);
+  try {
+    await emit(t, [{ type: "card.payment", clientId: owner.clientId }]);
+    for (const [index, name] of Object.keys(answers).entries()) {
+      const [delivery] = await settled(owner, hooks[index]?.id ?? "");
+      assert.equal(delivery?.status, "FAILED");
+      assert.equal(delivery?.last_error, `not called: ${name} resolves to a local or private address`);
+    }
+    // One resolution per attempt: the addresses checked are the ones the connection would use.
+    assert.deepEqual(asked.sort(), Object.keys(answers).sort());
+  } finally {
+    await worker.stop();
+  }
+});
+
+test("in sandbox, http://localhost is called through the same lookup", async () => {
+  const owner = await createTenant(t);
+  const inbox = await receiver();
+  const hook = await register(owner, `${inbox.url.replace("127.0.0.1", "localhost")}/by-name`);
+  const worker = startWorker(t, { attemptsMax: 1 }, true, async () => [{ address: "127.0.0.1", family: 4 }]);
+  try {
+    await emit(t, [{ type: "card.payment", clientId: owner.clientId }]);
+    const [delivery] = await settled(owner, hook.id);
+    assert.equal(delivery?.status, "DELIVERED");
+    assert.equal(inbox.receipts.length, 1);
+    assert.equal(inbox.receipts[0]?.path, "/by-name");
   } finally {
     await worker.stop();
   }

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { type EventType, emitEvents } from "../../src/modules/events/outbox.ts";
+import type { Resolve } from "../../src/modules/webhooks/post.ts";
 import { type DeliveryTiming, WebhookWorker } from "../../src/modules/webhooks/worker.ts";
 import type { TestApp } from "./harness.ts";
 
@@ -77,6 +78,7 @@ export function startWorker(
   t: TestApp,
   timing: Partial<DeliveryTiming> = {},
   sandbox = t.config.sandbox,
+  resolve?: Resolve,
 ): WebhookWorker {
   return new WebhookWorker({
     db: t.ctx.db,
@@ -84,6 +86,7 @@ export function startWorker(
     log: t.app.log,
     sandbox,
     timing: { ...fastTiming, ...timing },
+    ...(resolve ? { resolve } : {}),
   }).start();
 }
 

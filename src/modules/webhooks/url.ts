@@ -6,7 +6,8 @@ import { invalidField } from "../../errors.ts";
  * link-local or unspecified address named literally (a receiver must be reachable from the
  * internet, and Emisor must not be turned against its own network). In sandbox mode also
  * http://localhost and http://127.0.0.1 on any port, so a developer can receive on a laptop.
- * A DNS name that resolves to a private address is not checked here (see README).
+ * A DNS name is checked when it is called: the worker resolves it once, refuses a local or private
+ * address, and connects to the addresses it checked (`post.ts`).
  */
 const localAddresses = new BlockList();
 for (const [network, prefix] of [
@@ -49,7 +50,8 @@ for (const [network, prefix] of [
 
 const sandboxHttpHosts = new Set(["localhost", "127.0.0.1"]);
 
-function isLocalHost(hostname: string): boolean {
+/** Whether a host name or address (as written in a URL, or as resolved) is not on the internet. */
+export function isLocalHost(hostname: string): boolean {
   // "localhost." is localhost: a trailing dot only makes a DNS name absolute.
   const host = hostname
     .replace(/^\[|\]$/g, "")
@@ -68,6 +70,11 @@ function isLocalHost(hostname: string): boolean {
   return false;
 }
 
+/** Whether the sandbox lets this URL reach the developer's own machine (localhost, 127.0.0.1). */
+export function isSandboxLocal(url: URL, sandbox: boolean): boolean {
+  return sandbox && sandboxHttpHosts.has(url.hostname);
+}
+
 /** The URL as Emisor will call it (normalised), or a 1000 naming the rule it breaks. */
 export function checkWebhookUrl(raw: string, sandbox: boolean): string {
   let url: URL;
@@ -77,7 +84,7 @@ export function checkWebhookUrl(raw: string, sandbox: boolean): string {
     throw invalidField("url", "x-url", "must be an absolute URL");
   }
   if (url.username || url.password) throw invalidField("url", "x-url", "must not contain credentials");
-  if (sandbox && url.protocol === "http:" && sandboxHttpHosts.has(url.hostname)) return url.href;
+  if (url.protocol === "http:" && isSandboxLocal(url, sandbox)) return url.href;
   if (url.protocol !== "https:") {
     throw invalidField(
       "url",
@@ -87,7 +94,7 @@ export function checkWebhookUrl(raw: string, sandbox: boolean): string {
   }
   // Sandbox adds http to localhost and 127.0.0.1 only: https://169.254.169.254/ (a cloud's metadata
   // service) or https://10.0.0.1/ is refused there as well.
-  if (isLocalHost(url.hostname) && !(sandbox && sandboxHttpHosts.has(url.hostname)))
+  if (isLocalHost(url.hostname) && !isSandboxLocal(url, sandbox))
     throw invalidField("url", "x-url", "must not point to a local or private address");
   return url.href;
 }

@@ -3,9 +3,10 @@ import type { Db } from "../../db/database.ts";
 import { AppError } from "../../errors.ts";
 import { limits } from "../../limits.ts";
 import { presentEvent } from "../events/service.ts";
+import { LocalAddressRefused, post, type Resolve, resolveByDns } from "./post.ts";
 import * as repo from "./repository.ts";
 import { secretContext, signedHeaders } from "./signature.ts";
-import { checkWebhookUrl } from "./url.ts";
+import { checkWebhookUrl, isSandboxLocal } from "./url.ts";
 
 /**
  * The delivery worker: runs in the service process (main.ts starts it when EMISOR_WORKERS is
@@ -55,6 +56,7 @@ export class WebhookWorker {
   readonly #timing: DeliveryTiming;
   readonly #log: WorkerLogger;
   readonly #sandbox: boolean;
+  readonly #resolve: Resolve;
   readonly #stop = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
@@ -67,11 +69,14 @@ export class WebhookWorker {
     /** Whether the sandbox's URLs (http to localhost) may be called: as when endpoints are registered. */
     sandbox: boolean;
     timing?: Partial<DeliveryTiming>;
+    /** How host names are resolved (the system's resolver; tests give their own). */
+    resolve?: Resolve;
   }) {
     this.#db = options.db;
     this.#vaultKey = options.vaultKey;
     this.#log = options.log;
     this.#sandbox = options.sandbox;
+    this.#resolve = options.resolve ?? resolveByDns;
     this.#timing = { ...defaultDeliveryTiming(), ...options.timing };
   }
 
@@ -143,8 +148,9 @@ export class WebhookWorker {
     // The URL was checked when it was registered; it is checked again before every call, by
     // today's rules: an endpoint registered in sandbox (http://localhost) is not called once the
     // service runs outside it, nor one a later release's rules refuse.
+    let url: string;
     try {
-      checkWebhookUrl(delivery.url, this.#sandbox);
+      url = checkWebhookUrl(delivery.url, this.#sandbox);
     } catch (error) {
       const reason = error instanceof AppError ? error.message : "the URL is not allowed";
       return {
@@ -183,23 +189,27 @@ export class WebhookWorker {
     }
     const timeout = AbortSignal.timeout(this.#timing.timeoutMs);
     try {
-      const response = await fetch(delivery.url, {
-        method: "POST",
+      const status = await post(url, {
         headers: { ...headers, "content-type": "application/json", "user-agent": "Emisor-Webhooks/1" },
         body,
-        redirect: "manual",
         signal: AbortSignal.any([timeout, this.#stop.signal]),
+        resolve: this.#resolve,
+        allowLocal: isSandboxLocal(new URL(url), this.#sandbox),
       });
-      // Only the status counts; the body is discarded unread (it is the receiver's, not ours to keep).
-      await response.body?.cancel().catch(() => {});
-      if (response.status >= 200 && response.status < 300)
-        return { kind: "delivered", statusCode: response.status };
-      const redirect = response.status >= 300 && response.status < 400 ? " (redirects are not followed)" : "";
-      return { kind: "failed", statusCode: response.status, error: `HTTP ${response.status}${redirect}` };
+      // Only the status counts; the body is not read (it is the receiver's, not ours to keep).
+      if (status >= 200 && status < 300) return { kind: "delivered", statusCode: status };
+      const redirect = status >= 300 && status < 400 ? " (redirects are not followed)" : "";
+      return { kind: "failed", statusCode: status, error: `HTTP ${status}${redirect}` };
     } catch (error) {
       if (this.#stop.signal.aborted) return { kind: "stopped" };
       if (timeout.aborted)
         return { kind: "failed", statusCode: null, error: `timed out after ${this.#timing.timeoutMs} ms` };
+      if (error instanceof LocalAddressRefused)
+        return {
+          kind: "failed",
+          statusCode: null,
+          error: `not called: ${error.message}`.slice(0, limits.webhookErrorLengthMax),
+        };
       return { kind: "failed", statusCode: null, error: connectionError(error) };
     }
   }
@@ -216,9 +226,8 @@ export class WebhookWorker {
 }
 
 function connectionError(error: unknown): string {
-  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
-  const code = typeof cause?.code === "string" ? cause.code : undefined;
-  const detail = code ?? (typeof cause?.message === "string" ? cause.message : "network error");
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const detail = typeof code === "string" ? code : "network error";
   return `connection failed: ${detail}`.slice(0, limits.webhookErrorLengthMax);
 }
 
