@@ -11,6 +11,7 @@ import { IdempotencyKeyHeader, registerIdempotency } from "./http/idempotency.ts
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
+import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
 import { limits } from "./limits.ts";
@@ -69,7 +70,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     }),
     // Fastify's own 503 while closing has its own body; in-flight requests finish instead.
     return503OnClosing: false,
-    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 200, querystringParser: parseQuery },
     // Router errors (bad percent-encoding, over-long path parameter) answer as envelopes too.
     frameworkErrors: handleFrameworkError,
     clientErrorHandler: handleClientError,
@@ -79,6 +80,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   app.removeContentTypeParser("text/plain");
   registerJsonBody(app);
 
+  // First, so that the plugins' own routes (/docs) answer their errors in the envelope too: a
+  // plugin's context keeps the error handler of the moment it is registered.
+  registerErrorHandling(app);
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",
@@ -100,7 +104,6 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(swaggerUi, { routePrefix: "/docs" });
   app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
 
-  registerErrorHandling(app);
   registerAuth(app, ctx.auth);
   registerRateLimit(app, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);

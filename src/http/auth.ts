@@ -1,12 +1,14 @@
 import type { FastifyInstance } from "fastify";
-import { AppError, errors } from "../errors.ts";
+import { AppError, errors, invalidField } from "../errors.ts";
 import type { AuthService } from "../modules/auth/service.ts";
 import type { Caller } from "./caller.ts";
+import { malformedQueryPart } from "./querystring.ts";
 
 /**
  * Every /v1 route requires a bearer token unless it is marked `config: { auth: false }`.
  * Authentication runs before the body is parsed, so anonymous callers cost no parsing. The same
- * hook refuses an HTTP/1.1 request without a Host header.
+ * hook refuses an HTTP/1.1 request without a Host header, and one whose query string is not
+ * percent-encoded UTF-8.
  */
 export function registerAuth(app: FastifyInstance, auth: AuthService): void {
   app.decorateRequest("caller", null as never);
@@ -18,8 +20,13 @@ export function registerAuth(app: FastifyInstance, auth: AuthService): void {
     if (request.headers.host === undefined && request.raw.httpVersion === "1.1") {
       return done(new AppError(errors.validationFailed, { message: "The Host header is required" }));
     }
-    if (request.routeOptions.config.auth === false || !request.routeOptions.url?.startsWith("/v1/"))
-      return done();
+    // Only the API reads a query string; /docs and /health ignore theirs.
+    if (!request.routeOptions.url?.startsWith("/v1/")) return done();
+    const malformed = malformedQueryPart(request.query);
+    if (malformed !== undefined) {
+      return done(invalidField(malformed, "encoding", "the query string must be percent-encoded UTF-8"));
+    }
+    if (request.routeOptions.config.auth === false) return done();
     let caller: Caller | Promise<Caller>;
     try {
       caller = auth.authenticate(request.headers.authorization);
