@@ -1,5 +1,6 @@
 // Proves the public-key exchange of contract 4.1 against the openssl CLI, both directions.
 import assert from "node:assert/strict";
+import { createPublicKey, generateKeyPairSync } from "node:crypto";
 import { after, before, test } from "node:test";
 import { AppError } from "../src/errors.ts";
 import { sensitiveDataConstant } from "../src/modules/keys/service.ts";
@@ -105,8 +106,26 @@ test("registering an unusable key answers 1101", async () => {
     expectError(response, 1101, 400);
   }
   expectError(await call(t.app, "POST", path, { token: tenant.token, body: {} }), 1000, 400);
-  // The earlier registration is untouched.
-  expectOk(await call(t.app, "GET", path, { token: tenant.token }));
+  // Regression (third audit): a key OpenSSL reads but will not cipher under (a public exponent
+  // over 64 bits on a modulus over 3072 bits) was stored, and every answer ciphered for it was 500.
+  const { publicKey } = generateKeyPairSync("rsa", { modulusLength: 4096 });
+  const bigExponent = createPublicKey({
+    key: {
+      ...publicKey.export({ format: "jwk" }),
+      e: Buffer.from("0100000000000000000001", "hex").toString("base64url"),
+    },
+    format: "jwk",
+  });
+  const refused = await call(t.app, "POST", path, {
+    token: tenant.token,
+    body: { public_key: bigExponent.export({ format: "pem", type: "spki" }).toString() },
+  });
+  expectError(refused, 1101, 400);
+  assert.match(refused.body.message, /public exponent/);
+  // The earlier registration is untouched, and answered like every secret: not to be stored.
+  const kept = await call(t.app, "GET", path, { token: tenant.token });
+  expectOk(kept);
+  assert.equal(kept.headers["cache-control"], "no-store");
 });
 
 test("keys are per API key: another tenant sees only its own", async () => {

@@ -189,6 +189,9 @@ test("URLs outside sandbox: https only, never localhost or a private address", a
       "https://198.18.0.1/hook",
       "https://224.0.0.1/hook",
       "https://255.255.255.255/hook",
+      // Regression (third audit): 6to4 and Teredo carry an IPv4 address (169.254.169.254 here).
+      "https://[2002:a9fe:a9fe::]/hook",
+      "https://[2001::a9fe:a9fe]/hook",
     ]) {
       expectUrlRejected(await create(owner.token, { url }, undefined, production.app), /local or private/);
     }

@@ -45,6 +45,14 @@ export function parsePublicKey(pem: string): { key: KeyObject; pem: string; bits
       `public_key must have ${limits.rsaKeyBitsMin}-${limits.rsaKeyBitsMax} bits, it has ${bits}`,
     );
   }
+  // A key OpenSSL reads but will not cipher under (a public exponent over 64 bits on a modulus
+  // over 3072 bits) was stored and every later answer ciphered for it was a 500: a trial
+  // encryption at registration is the check that OpenSSL itself makes.
+  try {
+    encryptFor(key, "check");
+  } catch {
+    throw invalid("public_key cannot be used for RSA-OAEP-SHA256 (check its public exponent)");
+  }
   return { key, pem: key.export({ format: "pem", type: "spki" }).toString(), bits };
 }
 

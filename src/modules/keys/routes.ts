@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { ok } from "../../http/envelope.ts";
+import { noStore, ok } from "../../http/envelope.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { getPublicKeys, registerPublicKey } from "./service.ts";
@@ -63,6 +63,10 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
         ),
       },
     },
-    async (request) => ok(await getPublicKeys(ctx.db, ctx.systemKey, request.caller)),
+    async (request, reply) => {
+      // sensitive_data is a ciphered secret, answered like every other one.
+      noStore(reply);
+      return ok(await getPublicKeys(ctx.db, ctx.systemKey, request.caller));
+    },
   );
 }

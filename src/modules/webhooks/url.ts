@@ -38,6 +38,10 @@ for (const [network, prefix] of [
   ["64:ff9b::", 96],
   ["64:ff9b:1::", 48],
   ["100::", 64],
+  // IETF protocol assignments, Teredo (2001::/32) among them, and 6to4 (2002::/16): both carry an
+  // IPv4 address inside (2002:a9fe:a9fe:: is 169.254.169.254), and a relay would deliver there.
+  ["2001::", 23],
+  ["2002::", 16],
   ["2001:db8::", 32],
   ["fc00::", 7],
   ["fe80::", 10],
