@@ -150,6 +150,24 @@ test("unsigned, forged, tampered and stale callbacks are 2501 and credit nothing
   expectError(await call(t.app, "POST", incoming, { token: tenant.token, body }), 2501, 401);
 });
 
+test("a signature in upper-case hex, or over a timestamp written with a leading zero, is the rail's", async () => {
+  // Regression (third audit): .NET and Java write hex in upper case, and every such callback was
+  // 2501; a timestamp was re-rendered as a number before checking, so "0<t>" never matched.
+  const { createHmac } = await import("node:crypto");
+  const fresh = await createTenant(t);
+  const now = Math.floor(Date.now() / 1000);
+  for (const [monto, stamp, upper] of [
+    [11, String(now), true],
+    [12, `0${now}`, false],
+  ] as const) {
+    const raw = JSON.stringify(abono(fresh.clabe, { Monto: monto }));
+    const mac = createHmac("sha256", secret).update(`${stamp}.${raw}`).digest("hex");
+    const header = `t=${stamp},v1=${upper ? mac.toUpperCase() : mac}`;
+    expectOk(await postSigned(t, incoming, {}, { raw, header }));
+  }
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 2300n);
+});
+
 test("the same abono delivered twice (and concurrently) credits once and confirms every time", async () => {
   const fresh = await createTenant(t);
   const body = abono(fresh.clabe, { Monto: 500 });

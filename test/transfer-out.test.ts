@@ -228,18 +228,24 @@ test("a settled order can still be returned by the receiving bank; the refund is
   assert.equal((returned as { applied: boolean }).applied, true);
   expectOk(await signed("DEVOLUCION", { CausaDevolucion: "01" }));
   assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
-  expectError(await signed("DEVOLUCION", { CausaDevolucion: "100" }), 1000, 400);
-  expectError(await signed("DEVOLUCION", { CausaDevolucion: "A1" }), 1000, 400);
   // A cause outside Banxico's table, or none, still returns the money (refusing it would leave the
   // payer debited while the rail retried); the cause is kept as sent. Regression (domain audit): a
-  // cause written as its number (3, "3", "003") was refused, leaving the payer debited.
+  // cause written as its number (3, "3", "003") was refused, leaving the payer debited. Regression
+  // (third audit): so were "999", "A1", a blank cause, a null or over-long Detalle and a null
+  // TsLiquidacion: nothing optional refuses a return.
   const cancelled = { code: "03", description: "Cuenta cancelada" };
-  for (const [cause, shown] of [
-    ["99", { code: "99", description: "Causa desconocida" }],
-    [undefined, null],
-    [3, cancelled],
-    ["3", cancelled],
-    ["003", cancelled],
+  const unknown = (code: string) => ({ code, description: "Causa desconocida" });
+  for (const [fields, shown] of [
+    [{ CausaDevolucion: "99" }, unknown("99")],
+    [{}, null],
+    [{ CausaDevolucion: 3 }, cancelled],
+    [{ CausaDevolucion: "3" }, cancelled],
+    [{ CausaDevolucion: "003" }, cancelled],
+    [{ CausaDevolucion: " 3 " }, cancelled],
+    [{ CausaDevolucion: "999" }, unknown("999")],
+    [{ CausaDevolucion: "A1", Detalle: "D".repeat(5000) }, unknown("A1")],
+    [{ CausaDevolucion: "", Detalle: null, TsLiquidacion: null }, null],
+    [{ CausaDevolucion: null, TsLiquidacion: "not a time" }, null],
   ] as const) {
     const more = await order(payer, 5000n, 0n);
     await dispatch();
@@ -248,7 +254,7 @@ test("a settled order can still be returned by the receiving bank; the refund is
       ClaveRastreo: more.trackingKey,
       FechaOperacion: more.operationDate,
       Estado: "DEVOLUCION",
-      ...(cause === undefined ? {} : { CausaDevolucion: cause }),
+      ...fields,
     });
     const applied = expectOk(answer) as {
       applied: boolean;

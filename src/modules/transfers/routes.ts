@@ -178,7 +178,8 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
         estado: body.Estado,
         detalle: body.Detalle ?? "",
         causaDevolucion: returnCause(body.CausaDevolucion),
-        tsLiquidacion: railTimestamp(body.TsLiquidacion, "TsLiquidacion"),
+        tsLiquidacion:
+          body.Estado === "LIQUIDACION" ? railTimestamp(body.TsLiquidacion, "TsLiquidacion") : undefined,
       });
       if (!outcome) throw new AppError(errors.speiOrderNotFound);
       return ok({ applied: outcome.applied, transfer: renderOrder(outcome.order) });

@@ -1,4 +1,4 @@
-import { type Static, Type } from "typebox";
+import { type Static, type TSchema, Type } from "typebox";
 import { isRealDate, numericCode, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import {
@@ -164,9 +164,12 @@ const RailDate = Type.Union(
   ],
   { description: "Operation date: YYYY-MM-DD, YYYYMMDD or the integer yyyymmdd" },
 );
-const RailTimestamp = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" })], {
-  description: "Epoch milliseconds or ISO 8601",
-});
+const RailTimestamp = Type.Union(
+  [Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" }), Type.Null()],
+  { description: "Epoch milliseconds or ISO 8601; null is the same as absent" },
+);
+/** An optional field a rail may also send as null: null is absent (a 400 would bounce money). */
+const RailOptional = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
 const TrackingKey = Type.String({
   pattern: `^[0-9A-Za-z]{1,${trackingKeyLengthMax}}$`,
   "x-message": `must be 1-${trackingKeyLengthMax} letters and digits`,
@@ -184,7 +187,7 @@ const RailText = (min: number, max: number) => Type.String({ minLength: min, max
  */
 export const IncomingBody = Type.Object(
   {
-    Id: Type.Optional(
+    Id: RailOptional(
       Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Integer({ minimum: 0 })]),
     ),
     FechaOperacion: RailDate,
@@ -199,7 +202,7 @@ export const IncomingBody = Type.Object(
     NombreBeneficiario: RailText(1, limits.speiNameLengthMax),
     TipoCuentaBeneficiario: Code("40 for a CLABE"),
     CuentaBeneficiario: DigitsBetween(10, 20),
-    RFCCurpBeneficiario: Type.Optional(RailText(0, limits.speiRfcCurpLengthMax)),
+    RFCCurpBeneficiario: RailOptional(RailText(0, limits.speiRfcCurpLengthMax)),
     ConceptoPago: RailText(1, limits.speiConceptLengthMax),
     ReferenciaNumerica: Type.Union([
       Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
@@ -220,19 +223,22 @@ export const OrderStateBody = Type.Object(
       Type.Literal("DEVOLUCION"),
       Type.Literal("CANCELACION"),
     ]),
-    Detalle: Type.Optional(Type.String({ maxLength: limits.railDetailLengthMax })),
-    // Read as a number, as the abono's codes are: a rail sending 3 or "3" must not leave the payer
-    // debited while it retries a callback Emisor refuses.
-    CausaDevolucion: Type.Optional(
-      Type.Union(
-        [
-          Type.String({ pattern: "^0*[0-9]{1,2}$", "x-message": "must be a number of at most 2 digits" }),
-          Type.Integer({ minimum: 0, maximum: 99 }),
-        ],
-        { description: 'Banxico return cause, with DEVOLUCION: 3, "3" and "03" are cause 03' },
-      ),
+    // Nothing about the optional fields refuses a state change: a 400 leaves a returned payer
+    // debited while the rail retries a callback Emisor will never take. The detail is kept to its
+    // first 200 characters, the cause as sent (a number read as one), the timestamp is read for
+    // LIQUIDACION only.
+    Detalle: RailOptional(Type.String({ description: "Kept to its first 200 characters" })),
+    CausaDevolucion: RailOptional(
+      Type.Union([Type.String(), Type.Number()], {
+        description:
+          'Banxico return cause, with DEVOLUCION: 3, "3" and "03" are cause 03; any other value is kept as sent (its first 16 characters) and described as unknown',
+      }),
     ),
-    TsLiquidacion: Type.Optional(RailTimestamp),
+    TsLiquidacion: RailOptional(
+      Type.Union([Type.Integer({ minimum: 0 }), Type.String()], {
+        description: "Epoch milliseconds or ISO 8601, read with LIQUIDACION only",
+      }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -250,8 +256,14 @@ export function railDate(value: string | number, field: string): string {
   return date;
 }
 
-export function railTimestamp(value: string | number | undefined, field: string): Date | undefined {
-  return value === undefined ? undefined : instantOf(value, field);
+const isoDateTime =
+  /^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$/;
+
+export function railTimestamp(value: string | number | null | undefined, field: string): Date | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === "string" && !isoDateTime.test(value))
+    throw invalidField(field, "format", "must be epoch milliseconds or an ISO 8601 date-time");
+  return instantOf(value, field);
 }
 
 /**
@@ -265,7 +277,7 @@ export function abonoAmountCents(value: number, field: string): bigint {
 
 export function abonoOf(body: IncomingBodyType): Abono {
   return {
-    transferId: body.Id === undefined ? undefined : String(body.Id),
+    transferId: body.Id === undefined || body.Id === null ? undefined : String(body.Id),
     fechaOperacion: railDate(body.FechaOperacion, "FechaOperacion"),
     institucionOrdenante: numericCode(body.InstitucionOrdenante),
     institucionBeneficiaria: numericCode(body.InstitucionBeneficiaria),
@@ -278,7 +290,7 @@ export function abonoOf(body: IncomingBodyType): Abono {
     nombreBeneficiario: body.NombreBeneficiario,
     tipoCuentaBeneficiario: numericCode(body.TipoCuentaBeneficiario),
     cuentaBeneficiario: body.CuentaBeneficiario,
-    rfcCurpBeneficiario: body.RFCCurpBeneficiario,
+    rfcCurpBeneficiario: body.RFCCurpBeneficiario ?? undefined,
     conceptoPago: body.ConceptoPago,
     referenciaNumerica: numericCode(body.ReferenciaNumerica),
     tsLiquidacion: railTimestamp(body.TsLiquidacion, "TsLiquidacion"),
@@ -326,7 +338,15 @@ export const SandboxReturnBody = Type.Object(
 );
 export type SandboxReturnBodyType = Static<typeof SandboxReturnBody>;
 
-/** A Banxico return cause in its two-digit form, however the rail wrote its number. */
-export function returnCause(value: string | number | undefined): string | undefined {
-  return value === undefined ? undefined : numericCode(value).padStart(2, "0");
+/**
+ * A Banxico return cause in its two-digit form, however the rail wrote its number; anything else
+ * as sent (without control characters, its first 16 characters); blank is no cause.
+ */
+export function returnCause(value: string | number | null | undefined): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = String(value)
+    .replace(/[\p{Cc}\p{Cf}]/gu, "")
+    .trim();
+  if (text === "") return undefined;
+  return (/^[0-9]+$/.test(text) ? numericCode(text).padStart(2, "0") : text).slice(0, 16);
 }
