@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import path from "node:path";
 import { limits } from "./limits.ts";
 import { transferInstitutions } from "./modules/catalogs/data.ts";
@@ -37,7 +38,8 @@ export interface Config {
   /** Background workers (rail dispatch, webhooks) run in this process. */
   workers: boolean;
   /** Trust X-Forwarded-For from a load balancer for the caller's IP address (login limits). */
-  trustProxy: boolean;
+  /** The proxies whose X-Forwarded-For entries are trusted (Fastify's list form), or false. */
+  trustProxy: false | string;
   /** SPEI simulator: how long after acceptance an order settles or is returned. */
   speiSimSettleMs: number;
   /** SPEI simulator: share (0..1) of accepted orders returned with a Banxico cause. */
@@ -103,6 +105,37 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+/**
+ * The proxies whose X-Forwarded-For entries are believed, as Fastify takes them: false, or a
+ * comma-separated list of addresses, CIDR ranges and the names `loopback`, `linklocal` and
+ * `uniquelocal`. `true` is the load balancer on this machine or the private network
+ * ("loopback,linklocal,uniquelocal"). The caller's address is the rightmost entry not written by a
+ * trusted proxy; trusting every hop (Fastify's `true`) would make it the leftmost, which the caller
+ * writes itself.
+ */
+const proxyPresets = new Set(["loopback", "linklocal", "uniquelocal"]);
+function trustedProxies(env: Env, name: string): false | string {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "" || ["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
+  if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return "loopback,linklocal,uniquelocal";
+  const entries = raw.split(",").map((entry) => entry.trim());
+  for (const entry of entries) {
+    const [address = "", prefix, extra] = entry.split("/");
+    const family = isIP(address);
+    const bits = family === 4 ? 32 : 128;
+    const valid =
+      proxyPresets.has(entry) ||
+      (family !== 0 &&
+        extra === undefined &&
+        (prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= bits)));
+    if (!valid)
+      throw new ConfigError(
+        `${name} must be true, false or a comma-separated list of proxy addresses, CIDR ranges, loopback, linklocal or uniquelocal; got "${entry}"`,
+      );
+  }
+  return entries.join(",");
+}
+
 function probability(env: Env, name: string): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return 0;
@@ -149,7 +182,7 @@ export function loadConfig(env: Env = process.env): Config {
     clabeBankPrefix,
     speiWebhookSecret: optional(env, "EMISOR_SPEI_WEBHOOK_SECRET"),
     workers: boolean(env, "EMISOR_WORKERS", true),
-    trustProxy: boolean(env, "EMISOR_TRUST_PROXY", false),
+    trustProxy: trustedProxies(env, "EMISOR_TRUST_PROXY"),
     speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),
     speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
     speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),

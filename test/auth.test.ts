@@ -160,7 +160,7 @@ test("a disabled API key stops working and cannot log in", async () => {
 
 test("failed logins from one address are rate limited with Retry-After", async () => {
   // A separate app trusting X-Forwarded-For, so that this address's failures are its own.
-  const other = await startTestApp({ trustProxy: true });
+  const other = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
   const headers = { "x-forwarded-for": "10.9.9.9" };
   try {
     let last = await call(other.app, "POST", "/v1/auth/login", {
@@ -182,6 +182,16 @@ test("failed logins from one address are rate limited with Retry-After", async (
       headers: { "x-forwarded-for": "10.9.9.10" },
     });
     expectError(elsewhere, 2005, 401);
+    // Regression (third audit): the address is the one the trusted proxy saw (the rightmost
+    // entry it did not write), not the leftmost, which the caller writes: a new made-up address
+    // per attempt does not escape the limit.
+    for (let i = 0; i <= limits.loginFailuresPerIpMax; i++) {
+      last = await call(other.app, "POST", "/v1/auth/login", {
+        body: loginBody(`ek_spray${i}`, "x"),
+        headers: { "x-forwarded-for": `198.51.100.${i}, 203.0.113.7` },
+      });
+    }
+    expectError(last, 2007, 429);
   } finally {
     await other.close();
   }
@@ -205,7 +215,7 @@ test("an API key is locked after repeated failed logins, even with the right pas
 
 test("a key id that does not exist locks the same way, so the lockout does not tell which keys exist", async () => {
   // A separate app trusting X-Forwarded-For, so that each attempt comes from its own address.
-  const other = await startTestApp({ trustProxy: true });
+  const other = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
   const answers = async (apiKey: string) => {
     const seen: string[] = [];
     for (let i = 0; i <= limits.loginFailuresPerKeyMax; i++) {
@@ -234,7 +244,7 @@ test("a key id that does not exist locks the same way, so the lockout does not t
 
 test("logins sent at once get no more guesses than logins sent one after another", async () => {
   // A separate app trusting X-Forwarded-For, so that each test picks its addresses.
-  const other = await startTestApp({ trustProxy: true });
+  const other = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
   const tally = (responses: { status: number; body: { code: number } }[]) => {
     const seen: Record<string, number> = {};
     for (const response of responses) {

@@ -110,6 +110,18 @@ test("collection CLABEs can only be issued under a SPEI participant's bank code"
   assert.equal(loadConfig({ EMISOR_CLABE_BANK_PREFIX: "012" }).clabeBankPrefix, "012");
 });
 
+test("EMISOR_TRUST_PROXY names the proxies to believe, never every hop", () => {
+  // Regression (third audit): true trusted every hop, so the caller's address was the leftmost
+  // X-Forwarded-For entry, which the caller writes, and the login limit per address was void.
+  const trust = (value: string) => loadConfig({ EMISOR_TRUST_PROXY: value }).trustProxy;
+  assert.equal(trust(""), false);
+  assert.equal(trust("false"), false);
+  assert.equal(trust("true"), "loopback,linklocal,uniquelocal");
+  assert.equal(trust("10.0.0.0/8, 192.168.1.7,::1, fd00::/8"), "10.0.0.0/8,192.168.1.7,::1,fd00::/8");
+  for (const bad of ["yes please", "10.0.0.0/33", "::1/129", "10.0.0/8", "2", "10.0.0.1/8/1"])
+    assert.throws(() => trust(bad), ConfigError, bad);
+});
+
 test("institution codes are their number, the catalog's key, whatever the zeros", () => {
   assert.equal(numericCode("040012"), "40012");
   assert.equal(numericCode(40012), "40012");
