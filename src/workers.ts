@@ -21,7 +21,11 @@ export interface WorkerLog {
 export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
   const warn = (message: string, detail: Record<string, unknown>) => log.warn(detail, message);
   const loops = [
-    loop("spei-dispatch", () => dispatchSpeiOrders({ db: ctx.db, rail: ctx.rails.spei, warn }), log),
+    loop(
+      "spei-dispatch",
+      () => dispatchSpeiOrders({ db: ctx.db, rail: ctx.rails.spei, vaultKey: ctx.keys.vault, warn }),
+      log,
+    ),
     loop(
       "airtime-recovery",
       () => processPendingTopups({ db: ctx.db, provider: ctx.rails.airtime, warn }),

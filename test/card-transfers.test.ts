@@ -6,7 +6,9 @@ import { after, before, test } from "node:test";
 import { encryptFor } from "../src/crypto/rsa.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
+import { sealStoredBeneficiaryCards } from "../src/modules/transfers/beneficiary-card.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
+import type { SpeiOrderMessage, SpeiRail } from "../src/rails/spei/port.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import {
   type AssignedCard,
@@ -150,7 +152,7 @@ test("the rail settles the order, or returns it and the card gets everything bac
   const sim = speiSimulator(t);
   const settled = expectOk(await send(tenant, body(card.id, { amount: 50 }))).transfer;
   const returned = expectOk(await send(tenant, body(card.id, { amount: 70 }))).transfer;
-  await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei });
+  await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei, vaultKey: t.ctx.keys.vault });
   expectOk(
     await call(t.app, "POST", `/v1/sandbox/spei/orders/${returned.id}/return`, {
       token: tenant.token,
@@ -257,6 +259,47 @@ test("every field is validated and a refused transfer moves nothing", async () =
   assert.ok(!JSON.stringify(events).includes("4111111111111111"));
   expectError(await send(tenant, body("4111111111111111")), 1301, 400);
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 4n * 1_260n);
+});
+
+test("a beneficiary's card number is stored sealed, handed whole to the rail, and orders stored before are sealed at start", async () => {
+  // Regression (third audit): spei_orders.beneficiary_account held the card number in clear (a
+  // database dump showed it), while every answer, event and log masked it.
+  const { tenant, card } = await readyCard();
+  const created = expectOk(
+    await send(tenant, body(card.id, { beneficiary_account: "4111111111111111", amount: 1 })),
+  ).transfer;
+  const stored = () =>
+    t.ctx.db
+      .selectFrom("spei_orders")
+      .select(["beneficiary_account", "beneficiary_card_sealed"])
+      .where("id", "=", created.id)
+      .executeTakeFirstOrThrow();
+  const row = await stored();
+  assert.equal(row.beneficiary_account, "************1111");
+  assert.match(row.beneficiary_card_sealed ?? "", /^v1\./);
+  assert.ok(!JSON.stringify(row).includes("4111111111111111"));
+  // An order as stored before migration 0013: the start-up step seals it, once.
+  await t.ctx.db
+    .updateTable("spei_orders")
+    .set({ beneficiary_account: "4111111111111111", beneficiary_card_sealed: null })
+    .where("id", "=", created.id)
+    .execute();
+  assert.equal(await sealStoredBeneficiaryCards(t.ctx.db, t.ctx.keys.vault), 1);
+  assert.equal(await sealStoredBeneficiaryCards(t.ctx.db, t.ctx.keys.vault), 0);
+  assert.equal((await stored()).beneficiary_account, "************1111");
+  // The rail gets the whole number.
+  const sent: SpeiOrderMessage[] = [];
+  const rail: SpeiRail = {
+    ...t.ctx.rails.spei,
+    submitOrder: (message) => {
+      sent.push(message);
+      return t.ctx.rails.spei.submitOrder(message);
+    },
+  };
+  await dispatchSpeiOrders({ db: t.ctx.db, rail, vaultKey: t.ctx.keys.vault });
+  const message = sent.find((m) => m.trackingKey === created.tracking_key);
+  assert.equal(message?.beneficiaryAccount, "4111111111111111");
+  assert.equal(message?.beneficiaryAccountType, "3");
 });
 
 test("insufficient card balance is 5501; an inactive, blocked, canceled or foreign card is refused", async () => {

@@ -194,7 +194,7 @@ test("every event type: written with its change, shaped like the API's answer, d
   record(created, await order(sent.transfer.id));
   record(
     await oneEvent("transfer.out.settled", root.clientId, async () => {
-      await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei });
+      await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei, vaultKey: t.ctx.keys.vault });
       await speiSimulator(t).flush();
     }),
     await order(sent.transfer.id),

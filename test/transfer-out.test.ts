@@ -64,6 +64,7 @@ async function order(
       amountCents,
       commissionCents,
       beneficiary: validateBeneficiary(beneficiary),
+      vaultKey: t.ctx.keys.vault,
     }),
   );
 }
@@ -71,7 +72,8 @@ async function order(
 const statusOf = async (id: string) =>
   (await t.ctx.db.selectFrom("spei_orders").select("status").where("id", "=", id).executeTakeFirstOrThrow())
     .status;
-const dispatch = (rail: SpeiRail = t.ctx.rails.spei, db: Db = t.ctx.db) => dispatchSpeiOrders({ db, rail });
+const dispatch = (rail: SpeiRail = t.ctx.rails.spei, db: Db = t.ctx.db) =>
+  dispatchSpeiOrders({ db, rail, vaultKey: t.ctx.keys.vault });
 const getOrder = (who: Tenant, id: string) =>
   call<{ transfer: Record<string, unknown> }>(t.app, "GET", `/v1/transfer/cards/${id}`, { token: who.token });
 

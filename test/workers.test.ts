@@ -44,6 +44,7 @@ test("started workers dispatch and settle transfers out, and finish abandoned to
     createSpeiOrder(tx, {
       clientId: tenant.clientId,
       payerAccountId: payer,
+      vaultKey: t.ctx.keys.vault,
       amountCents: 1000n,
       commissionCents: 100n,
       beneficiary: validateBeneficiary({

@@ -356,7 +356,9 @@ export interface SpeiOrdersTable {
   amount_cents: bigint;
   commission_cents: bigint;
   iva_cents: bigint;
+  /** A card's is masked (its number is in beneficiary_card_sealed); a CLABE or phone as sent. */
   beneficiary_account: string;
+  beneficiary_card_sealed: string | null;
   beneficiary_account_type: SpeiAccountType;
   beneficiary_institution: string;
   beneficiary_name: string;

@@ -99,6 +99,7 @@ export async function sendCardTransfer(
       amountCents,
       commissionCents: locked.transfer_commission_cents,
       beneficiary,
+      vaultKey: ctx.keys.vault,
     });
     const holder = await sql<{
       rfc: string | null;

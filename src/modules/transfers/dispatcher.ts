@@ -10,6 +10,7 @@ import { accountTypeCodes } from "../../domain/spei.ts";
 import { limits } from "../../limits.ts";
 import { RailUnavailableError, type SpeiOrderMessage, type SpeiRail } from "../../rails/spei/port.ts";
 import { withDeadline } from "../../rails/timeout.ts";
+import { railBeneficiaryAccount } from "./beneficiary-card.ts";
 import { applyStateChangeTx } from "./outgoing.ts";
 import * as repo from "./repository.ts";
 
@@ -30,6 +31,8 @@ import * as repo from "./repository.ts";
 export interface SpeiDispatchDeps {
   db: Db;
   rail: SpeiRail;
+  /** Opens a beneficiary's sealed card number for the rail. */
+  vaultKey: Buffer;
   /** Where a failed attempt is reported (never with personal data). */
   warn?: (message: string, detail: Record<string, unknown>) => void;
 }
@@ -54,7 +57,7 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
   let result: Awaited<ReturnType<SpeiRail["submitOrder"]>>;
   try {
     result = await withDeadline(
-      rail.submitOrder(messageOf(order)),
+      rail.submitOrder(messageOf(order, deps.vaultKey)),
       limits.railCallTimeoutMs,
       () => new RailUnavailableError("SPEI rail did not answer in time"),
     );
@@ -98,12 +101,12 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
   });
 }
 
-function messageOf(order: repo.SpeiOrderRow): SpeiOrderMessage {
+function messageOf(order: repo.SpeiOrderRow, vaultKey: Buffer): SpeiOrderMessage {
   return {
     trackingKey: order.tracking_key,
     operationDate: order.operation_date,
     amountCents: BigInt(order.amount_cents),
-    beneficiaryAccount: order.beneficiary_account,
+    beneficiaryAccount: railBeneficiaryAccount(vaultKey, order),
     beneficiaryAccountType: accountTypeCodes[order.beneficiary_account_type],
     beneficiaryInstitution: order.beneficiary_institution,
     beneficiaryName: order.beneficiary_name,

@@ -16,6 +16,7 @@ import type { SpeiRail, SpeiStateChange } from "../../rails/spei/port.ts";
 import { SpeiSimulator } from "../../rails/spei/simulator.ts";
 import { emitEvent } from "../events/outbox.ts";
 import type { Beneficiary } from "./beneficiary.ts";
+import { storedBeneficiary } from "./beneficiary-card.ts";
 import * as repo from "./repository.ts";
 import { renderOrder, type SpeiOrderView } from "./views.ts";
 
@@ -40,6 +41,8 @@ export interface SpeiOrderInput {
   /** The product's FLAT commission; IVA (16%, half-up) is computed here. */
   commissionCents: Cents;
   beneficiary: Beneficiary;
+  /** Seals a beneficiary's card number (`beneficiary-card.ts`). */
+  vaultKey: Buffer;
 }
 
 export interface SpeiOrder {
@@ -134,7 +137,7 @@ async function insertWithFreshTrackingKey(
       amount_cents: input.amountCents,
       commission_cents: input.commissionCents,
       iva_cents: ivaCents,
-      beneficiary_account: b.account,
+      ...storedBeneficiary(input.vaultKey, id, b.account, b.accountType),
       beneficiary_account_type: b.accountType,
       beneficiary_institution: b.institution.key,
       beneficiary_name: b.name,

@@ -213,6 +213,7 @@ export interface SpeiOrderRow {
   commission_cents: bigint;
   iva_cents: bigint;
   beneficiary_account: string;
+  beneficiary_card_sealed: string | null;
   beneficiary_account_type: "PHONE" | "CARD" | "CLABE";
   beneficiary_institution: string;
   beneficiary_name: string;
@@ -235,7 +236,7 @@ export interface SpeiOrderRow {
 
 const orderColumns = sql.raw(`o.id, o.client_id, o.payer_account_id, o.card_id, o.tracking_key,
   o.operation_date::text as operation_date, o.amount_cents, o.commission_cents, o.iva_cents,
-  o.beneficiary_account, o.beneficiary_account_type, o.beneficiary_institution, o.beneficiary_name,
+  o.beneficiary_account, o.beneficiary_card_sealed, o.beneficiary_account_type, o.beneficiary_institution, o.beneficiary_name,
   o.beneficiary_rfc_curp, o.beneficiary_email, o.payment_concept, o.numeric_reference, o.status,
   o.rail_reference, o.state_detail, o.return_cause, o.entry_id, o.reversal_entry_id, o.sent_at,
   o.settled_at, o.returned_at, o.created_at, o.updated_at`);

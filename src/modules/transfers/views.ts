@@ -63,8 +63,9 @@ export function renderOrder(row: SpeiOrderRow) {
     ts_liquidacion: iso(row.settled_at),
     returned_at: iso(row.returned_at),
     beneficiary: {
-      // A beneficiary's card number is shown as Emisor's own are: the last four digits only. The
-      // order keeps it whole for the rail; answers, events and webhooks never carry it.
+      // A beneficiary's card number is shown as Emisor's own are: the last four digits only (the
+      // order stores it masked, and sealed for the rail: beneficiary-card.ts). Masked again here
+      // for orders stored before migration 0013 and not yet sealed.
       account:
         row.beneficiary_account_type === "CARD"
           ? maskedCardNumber(row.beneficiary_account.slice(-4))
