@@ -243,7 +243,15 @@ function invalidValues(schema: JsonSchema): fc.Arbitrary<Json> {
         const regex = new RegExp(pattern, "u");
         options.push(hostileString.filter((value) => !regex.test(value)));
       }
-      if (format === "uuid") options.push(hostileString);
+      if (format === "uuid") {
+        options.push(hostileString);
+        // Forms other validators call UUIDs, which PostgreSQL's uuid type refuses (regression,
+        // third audit: urn:uuid: passed the schema and answered 500).
+        options.push(
+          fc.constantFrom("urn:uuid:", "{", "URN:UUID:").map((prefix) => `${prefix}${randomUUID()}`),
+          fc.constant("").map(() => randomUUID().replaceAll("-", "")),
+        );
+      }
       if (format === "email") options.push(fc.constantFrom("no-at-sign", "a@", "@b.mx", "a@@b.mx"));
       if (format === "date" || format === "date-time") {
         options.push(fc.constantFrom("2025-13-01", "2025-02-30", "yesterday", "0000-00-00"));
@@ -547,6 +555,7 @@ const hostilePathIds = fc.oneof(
     "9".repeat(5000),
     "123456789012345678",
     "000000000000000000",
+    "urn:uuid:00000000-0000-0000-0000-000000000000",
   ),
   fc.string({ unit: "binary", minLength: 1, maxLength: 30 }).map(percentEncode),
 );

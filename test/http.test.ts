@@ -36,6 +36,26 @@ test("a URL the router cannot decode or an over-long path id: 400 envelope 1000,
   assert.match(long.body.message, /too long/);
 });
 
+test("a UUID in urn:uuid: form is 400/1000, in a path, a query or a body (PostgreSQL refuses it)", async () => {
+  // Regression (third audit): ajv-formats' uuid takes an optional "urn:uuid:" prefix, which then
+  // reached PostgreSQL's uuid type and answered 500 on 24 operations.
+  const urn = "urn:uuid:842dd8fa-f7eb-4b1b-b31a-efbf9fbaf3f3";
+  expectError(await call(t.app, "GET", `/v1/clients/${urn}`, { token: tenant.token }), 1000, 400);
+  expectError(await call(t.app, "GET", `/v1/cardholders?id=${urn}`, { token: tenant.token }), 1000, 400);
+  const body = await call(t.app, "POST", "/v1/cardholders/search", {
+    token: tenant.token,
+    body: { id: urn },
+  });
+  expectError(body, 1000, 400);
+  assert.match(body.body.message, /^id: must be a UUID/);
+  // Upper case is still a UUID.
+  expectError(
+    await call(t.app, "GET", "/v1/clients/842DD8FA-F7EB-4B1B-B31A-EFBF9FBAF3F3", { token: tenant.token }),
+    3101,
+    404,
+  );
+});
+
 test("a query string that is not percent-encoded UTF-8 is 400/1000 naming its key, not looked up as written", async () => {
   // Regression (second audit, fixed in the third): the router kept a part it could not decode as
   // written, so ?email=%FF looked up the three characters "%FF" and answered an empty page.

@@ -150,6 +150,27 @@ test("unsigned, forged, tampered and stale callbacks are 2501 and credit nothing
   expectError(await call(t.app, "POST", incoming, { token: tenant.token, body }), 2501, 401);
 });
 
+test("a NUL or an unpaired surrogate in a rail's text, known field or not, is replaced, not refused", async () => {
+  // Regression (third audit): such an abono was 400 forever (neither credited nor returned),
+  // although unknown fields are ignored and names are stored as the rail sends them.
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, {
+    Monto: 9,
+    NombreOrdenante: "JUAN\u0000PEREZ",
+    Extra: "a\u0000b",
+    Deep: { list: [1, { x: "\ud800" }] },
+  });
+  const answer = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.equal(answer.mensaje, "confirmar");
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 900n);
+  const stored = await t.ctx.db
+    .selectFrom("transfer_operations")
+    .select("nombre_ordenante")
+    .where("id", "=", answer.transfer_operation?.id ?? "")
+    .executeTakeFirstOrThrow();
+  assert.equal(stored.nombre_ordenante, "JUAN\ufffdPEREZ");
+});
+
 test("a signature in upper-case hex, or over a timestamp written with a leading zero, is the rail's", async () => {
   // Regression (third audit): .NET and Java write hex in upper case, and every such callback was
   // 2501; a timestamp was re-rendered as a number before checking, so "0<t>" never matched.

@@ -28,6 +28,8 @@ function makeAjv(coerce: boolean): Ajv {
     verbose: true,
   });
   addFormats(ajv);
+  // ajv-formats' uuid also takes "urn:uuid:<uuid>", which PostgreSQL's uuid type refuses (a 500).
+  ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
   ajv.addKeyword({ keyword: "x-message", schemaType: "string" });
   ajv.addKeyword({
     keyword: "x-decimals",
@@ -84,6 +86,30 @@ function firstUnstorable(value: unknown, pointer: string): string | undefined {
     if (found !== undefined) return found;
   }
   return undefined;
+}
+
+const unstorableEverywhere = new RegExp(`\u0000|${loneSurrogate.source}`, "g");
+
+/**
+ * The value with every NUL and unpaired surrogate (in strings and keys) replaced by U+FFFD: for
+ * the rail's callbacks, which store text as the rail sends it and must not bounce money over a
+ * character PostgreSQL cannot store (elsewhere such text is refused with rule `x-text`).
+ */
+export function replaceUnstorable(value: unknown): unknown {
+  if (firstUnstorable(value, "") === undefined) return value;
+  if (typeof value === "string") return value.replace(unstorableEverywhere, "\ufffd");
+  if (Array.isArray(value)) return value.map(replaceUnstorable);
+  const result: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value as object)) {
+    // defineProperty: a key "__proto__" stays a key (the JSON parser refuses one anyway).
+    Object.defineProperty(result, replaceUnstorable(key) as string, {
+      value: replaceUnstorable(item),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return result;
 }
 
 /**

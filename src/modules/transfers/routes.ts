@@ -6,6 +6,7 @@ import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { readJsonBody } from "../../http/json-body.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
+import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
 import { applySpeiStateChange, forceReturn, getSpeiOrder } from "./outgoing.ts";
@@ -137,7 +138,9 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     const raw = body as Buffer;
     request.rawBody = raw;
     try {
-      done(null, readJsonBody(request, raw));
+      // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
+      // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
+      done(null, replaceUnstorable(readJsonBody(request, raw)));
     } catch (error) {
       done(error as Error, undefined);
     }
