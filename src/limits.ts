@@ -115,6 +115,12 @@ export const limits = {
   webhookLeaseMarginMs: 30_000,
   /** Deliveries one process sends at the same time. */
   webhookConcurrencyMax: 16,
+  /**
+   * Of those, how many one client's endpoints may start in one claim, and at how many in flight its
+   * endpoints get no new claim: one tenant's endpoints that hang cannot hold every slot while
+   * another tenant's deliveries wait (at most 2 x 4 - 1 of the 16).
+   */
+  webhookConcurrencyPerClientMax: 4,
   /** Deliveries shown in GET /v1/webhooks/{id}, newest first. */
   webhookRecentDeliveriesMax: 20,
   /** Length of the error text kept for the owner to read (never a response body). */

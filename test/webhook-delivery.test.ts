@@ -248,6 +248,39 @@ test("in sandbox, http://localhost is called through the same lookup", async () 
   }
 });
 
+test("one tenant's endpoints that hang do not hold every delivery slot: another tenant's event goes out at once", async () => {
+  // Regression (third audit): deliveries were claimed oldest first from one queue, so a tenant
+  // with 20 endpoints that never answered held all 16 slots, and another tenant's delivery waited
+  // 4 minutes. Here the hanging receiver holds an attempt for the whole 30 s timeout: without the
+  // fairness every slot would be taken and the other tenant's delivery would wait past waitFor's.
+  const noisy = await createTenant(t);
+  const quiet = await createTenant(t);
+  const hanging = await receiver(() => ({ status: 200, delayMs: 60_000 }));
+  const prompt = await receiver();
+  for (let i = 0; i < 3; i++) await register(noisy, `${hanging.url}/hang-${i}`);
+  const hook = await register(quiet, `${prompt.url}/quiet`);
+  await emit(
+    t,
+    Array.from({ length: 5 }, () => ({ type: "card.payment" as const, clientId: noisy.clientId })),
+  );
+  const worker = startWorker(t, {
+    concurrency: 4,
+    concurrencyPerClient: 2,
+    timeoutMs: 30_000,
+    leaseMs: 60_000,
+  });
+  try {
+    await waitFor("the noisy tenant's attempts to start", () => hanging.receipts.length >= 2);
+    await emit(t, [{ type: "card.payment", clientId: quiet.clientId }]);
+    const [delivery] = await settled(quiet, hook.id);
+    assert.equal(delivery?.status, "DELIVERED");
+    // The noisy tenant never held more than its share of the 4 slots at once.
+    assert.ok(hanging.receipts.length <= 3, `${hanging.receipts.length} attempts in flight`);
+  } finally {
+    await worker.stop();
+  }
+});
+
 test("a receiver slower than the timeout is retried with the same webhook-id", async () => {
   const owner = await createTenant(t);
   const inbox = await receiver((_, index) => ({ status: 200, delayMs: index === 0 ? 10_000 : 0 }));

@@ -72,6 +72,7 @@ export const fastTiming: DeliveryTiming = {
   attemptsMax: 4,
   leaseMs: 20_000,
   concurrency: 8,
+  concurrencyPerClient: 8,
 };
 
 export function startWorker(

@@ -280,6 +280,8 @@ export interface ClaimedDelivery {
   attempts: number;
   created_at: Date;
   endpoint_id: string;
+  /** The endpoint's owner: what the worker's fairness counts by. */
+  endpoint_client_id: string;
   url: string;
   secret_sealed: string;
   retired_secrets: RetiredSecret[];
@@ -294,19 +296,34 @@ export interface ClaimedDelivery {
  * Claims up to `limit` due deliveries of enabled endpoints: each is locked (rows another worker
  * holds are skipped), counted as an attempt and hidden for `leaseMs`, all in one statement.
  * If the worker dies before recording the outcome, the lease runs out and another retries it.
+ *
+ * Fair between clients (the endpoints' owners): each client's due deliveries are ranked oldest
+ * first, at most `perClient` of a client are taken, rank by rank across clients (every client's
+ * oldest before anyone's second), and clients in `busyClients` (as many in flight as they may
+ * have) get none. One global oldest-first queue let a tenant whose endpoints hang hold every slot
+ * for minutes while another tenant's deliveries waited.
  */
 export async function claimDueDeliveries(
   db: Queryable,
   limit: number,
   leaseMs: number,
+  fairness: { perClient: number; busyClients: string[] } = { perClient: limit, busyClients: [] },
 ): Promise<ClaimedDelivery[]> {
   const result = await sql<ClaimedDelivery>`
-    with due as (
-      select d.id
+    with ranked as (
+      select d.id, d.next_attempt_at,
+        row_number() over (partition by w.client_id order by d.next_attempt_at, d.id) as client_rank
       from webhook_deliveries d
       join webhook_endpoints w on w.id = d.endpoint_id
       where d.status = 'PENDING' and d.next_attempt_at <= now() and w.status = 'ENABLED'
-      order by d.next_attempt_at
+        and w.client_id <> all(${fairness.busyClients}::uuid[])
+    ),
+    due as (
+      select d.id
+      from webhook_deliveries d
+      join ranked r on r.id = d.id
+      where r.client_rank <= ${fairness.perClient}
+      order by r.client_rank, r.next_attempt_at
       limit ${limit}
       for update of d skip locked
     )
@@ -316,7 +333,8 @@ export async function claimDueDeliveries(
         next_attempt_at = now() + ${leaseMs}::double precision * interval '1 millisecond'
     from due, events e, webhook_endpoints w
     where d.id = due.id and e.id = d.event_id and w.id = d.endpoint_id
-    returning d.id, d.attempts, d.created_at, d.endpoint_id, w.url, w.secret_sealed,
+    returning d.id, d.attempts, d.created_at, d.endpoint_id, w.client_id as endpoint_client_id,
+      w.url, w.secret_sealed,
       w.retired_secrets, e.id as event_id, e.type as event_type,
       e.client_id as event_client_id, e.data as event_data, e.created_at as event_created_at`.execute(db);
   return result.rows;

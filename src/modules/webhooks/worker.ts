@@ -27,6 +27,8 @@ export interface DeliveryTiming {
   leaseMs: number;
   /** Deliveries this worker sends at the same time. */
   concurrency: number;
+  /** Of those, how many one client's endpoints may hold (limits.webhookConcurrencyPerClientMax). */
+  concurrencyPerClient: number;
 }
 
 export function defaultDeliveryTiming(): DeliveryTiming {
@@ -37,6 +39,7 @@ export function defaultDeliveryTiming(): DeliveryTiming {
     attemptsMax: limits.webhookAttemptsMax,
     leaseMs: limits.webhookTimeoutMs + limits.webhookLeaseMarginMs,
     concurrency: limits.webhookConcurrencyMax,
+    concurrencyPerClient: limits.webhookConcurrencyPerClientMax,
   };
 }
 
@@ -59,6 +62,8 @@ export class WebhookWorker {
   readonly #resolve: Resolve;
   readonly #stop = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
+  /** Deliveries in flight per endpoint owner (see claimDueDeliveries' fairness). */
+  readonly #inFlightByClient = new Map<string, number>();
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
 
@@ -99,12 +104,19 @@ export class WebhookWorker {
       let claimed: repo.ClaimedDelivery[] = [];
       if (free > 0) {
         try {
-          claimed = await repo.claimDueDeliveries(this.#db, free, this.#timing.leaseMs);
+          const perClient = this.#timing.concurrencyPerClient;
+          const busyClients = [...this.#inFlightByClient]
+            .filter(([, count]) => count >= perClient)
+            .map(([clientId]) => clientId);
+          claimed = await repo.claimDueDeliveries(this.#db, free, this.#timing.leaseMs, {
+            perClient,
+            busyClients,
+          });
         } catch (error) {
           this.#log.warn({ err: error }, "webhook worker could not claim deliveries");
         }
       }
-      for (const delivery of claimed) this.#track(this.#deliver(delivery));
+      for (const delivery of claimed) this.#track(delivery.endpoint_client_id, this.#deliver(delivery));
       // Claim again at once only when a full batch came back and there is room for more.
       if (claimed.length === 0 || claimed.length < free || this.#inFlight.size >= this.#timing.concurrency)
         await this.#sleep();
@@ -125,10 +137,14 @@ export class WebhookWorker {
     });
   }
 
-  #track(work: Promise<void>): void {
+  #track(clientId: string, work: Promise<void>): void {
     this.#inFlight.add(work);
+    this.#inFlightByClient.set(clientId, (this.#inFlightByClient.get(clientId) ?? 0) + 1);
     void work.finally(() => {
       this.#inFlight.delete(work);
+      const left = (this.#inFlightByClient.get(clientId) ?? 1) - 1;
+      if (left > 0) this.#inFlightByClient.set(clientId, left);
+      else this.#inFlightByClient.delete(clientId);
       if (this.#inFlight.size === this.#timing.concurrency - 1) this.#wake?.();
     });
   }
