@@ -3,7 +3,7 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
 import type { AppContext } from "./context.ts";
-import { errors } from "./errors.ts";
+import { AppError, errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
 import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
@@ -35,6 +35,8 @@ export interface BuildOptions {
   loggerInstance?: FastifyServerOptions["loggerInstance"];
   /** How long a request (headers and body) may take to arrive; tests shorten it. */
   requestArrivalMs?: number;
+  /** Set `closing` when the process starts shutting down: requests arriving after are not run. */
+  shutdown?: { closing: boolean };
 }
 
 /**
@@ -83,6 +85,17 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   // First, so that the plugins' own routes (/docs) answer their errors in the envelope too: a
   // plugin's context keeps the error handler of the moment it is registered.
   registerErrorHandling(app);
+  // A request that arrives once shutdown has begun (the next one on a keep-alive connection, sent
+  // before the client saw the connection close) is answered 6002 and not run: run, it could
+  // commit and then find its connection closed, and the caller would pay again on retry.
+  const shutdown = options.shutdown;
+  if (shutdown) {
+    app.addHook("onRequest", (_request, reply, done) => {
+      if (!shutdown.closing) return done();
+      reply.header("connection", "close");
+      done(new AppError(errors.shuttingDown));
+    });
+  }
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",

@@ -136,6 +136,12 @@ export const errors = {
 
   // 6xxx: dependencies.
   databaseUnavailable: def(6001, 503, "The database is unavailable; retry later", true),
+  shuttingDown: def(
+    6002,
+    503,
+    "The service is shutting down and did not run this request; retry it (on another instance)",
+    true,
+  ),
   speiWebhookNotConfigured: def(
     6501,
     503,

@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
@@ -44,7 +44,8 @@ export async function runServer(
         })
       : undefined;
 
-  const app = await buildApp(ctx, { loggerInstance: logger });
+  const shutdown = { closing: false };
+  const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
   const connections = trackConnections(app.server);
   await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
@@ -76,6 +77,7 @@ export async function runServer(
       }, limits.shutdownGraceMs).unref();
       // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
       // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
+      shutdown.closing = true;
       const closing = app.close();
       connections.closeIdle();
       await Promise.all([closing, rails?.stop()]);
@@ -103,10 +105,13 @@ function trackConnections(server: Server): { closeIdle(): void } {
     inFlight.set(socket, 0);
     socket.once("close", () => inFlight.delete(socket));
   });
+  const responses = new Set<ServerResponse>();
   server.on("request", (request, response) => {
     const socket = request.socket;
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    responses.add(response);
     response.once("close", () => {
+      responses.delete(response);
       const left = Math.max(0, (inFlight.get(socket) ?? 1) - 1);
       inFlight.set(socket, left);
       // end(), not destroy(): the response may still be in the socket's buffer.
@@ -117,6 +122,8 @@ function trackConnections(server: Server): { closeIdle(): void } {
     closeIdle: () => {
       closing = true;
       for (const [socket, count] of inFlight) if (count === 0) socket.destroy();
+      // A response still to be written tells its client not to send another request here.
+      for (const response of responses) if (!response.headersSent) response.setHeader("connection", "close");
     },
   };
 }

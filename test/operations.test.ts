@@ -162,6 +162,23 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
     request.on("error", reject);
   });
   request.write(body.slice(0, 5));
+  // The same on a keep-alive connection whose client sends its next request right behind the
+  // first (regression, third audit: that next request ran and committed after SIGTERM, and its
+  // answer never came, so a retry without a key would have paid twice). It must not run.
+  const funding = (amount: number, key: string, bodyText = JSON.stringify({ amount })) =>
+    `POST /v1/sandbox/funding HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(bodyText)}\r\n` +
+    `Idempotency-Key: ${key}\r\n\r\n`;
+  const first = JSON.stringify({ amount: 1 });
+  const pipelined = net.connect(Number(url.port), url.hostname);
+  let received = "";
+  pipelined.on("data", (chunk: Buffer) => {
+    received += chunk.toString();
+  });
+  pipelined.on("error", () => {});
+  const pipelinedClosed = new Promise((resolve) => pipelined.once("close", resolve));
+  await new Promise((resolve) => pipelined.once("connect", resolve));
+  pipelined.write(`${funding(1, "drain-2", first)}${first.slice(0, 3)}`);
   // A connection that never sends a request (a load balancer's pre-connection) must not hold the
   // shutdown: before the fix the process waited for it until the grace period and exited 1.
   const idle = net.connect(Number(url.port), url.hostname);
@@ -183,8 +200,17 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
   );
   assert.equal(service.child.exitCode, null, "the process waits for the request in flight");
   request.end(body.slice(5));
+  const second = JSON.stringify({ amount: 2 });
+  pipelined.write(`${first.slice(3)}${funding(2, "drain-3")}${second}`);
   const answer = await answered;
   assert.equal(answer.status, 200, answer.text);
+  await pipelinedClosed;
+  const [firstAnswer, ...rest] = received.split(/(?=HTTP\/1\.1 )/);
+  assert.match(firstAnswer ?? "", /^HTTP\/1\.1 200 /);
+  assert.match(firstAnswer ?? "", /\r\nconnection: close\r\n/i);
+  // The request behind it is answered 6002 (not run), or not at all when the connection closed
+  // first; either way it never ran (checked below).
+  for (const other of rest) assert.match(other, /^HTTP\/1\.1 503 [^]*"code":6002/);
   assert.equal(await service.exited, 0);
   await idleClosed;
   assert.ok(Date.now() - signalled < limits.shutdownGraceMs, "exited before the grace period ran out");
@@ -193,7 +219,7 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
   // key replays it instead of funding again.
   const again = await startService(env);
   const token2 = await login({ ...again, apiKey: service.apiKey, password: service.password });
-  assert.equal(await available(again.base, token2), before + 1234.56);
+  assert.equal(await available(again.base, token2), before + 1234.56 + 1);
   const replay = await call(
     again.base,
     "POST",
@@ -205,7 +231,7 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
   assert.equal(replay.status, 200);
   assert.equal(replay.headers.get("idempotent-replayed"), "true");
   assert.deepEqual(replay.body, JSON.parse(answer.text));
-  assert.equal(await available(again.base, token2), before + 1234.56);
+  assert.equal(await available(again.base, token2), before + 1234.56 + 1);
   again.child.kill("SIGTERM");
   assert.equal(await again.exited, 0);
 });
