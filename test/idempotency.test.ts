@@ -3,13 +3,14 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
-import { recordResponse, runIdempotent } from "../src/db/idempotency.ts";
+import { recordResponse, requestHash, runIdempotent } from "../src/db/idempotency.ts";
 import { AppError, errors } from "../src/errors.ts";
 import { ok } from "../src/http/envelope.ts";
 import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
 import { call, createTenant, expectError, expectOk } from "./helpers/api.ts";
+import { cardsFor } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 
 let t: TestApp;
@@ -181,4 +182,47 @@ test("a refusal is final for its key: a duplicate still in flight replays it ins
     .where("id", "=", entryId)
     .executeTakeFirst();
   assert.equal(written, undefined, "the late attempt's work was rolled back");
+});
+
+test("a key stored by an earlier release (its fingerprint over the URL's path and body) still replays after an upgrade", async () => {
+  // Regression (third audit): the fingerprint's form changed (route and decoded parameters; the
+  // rest of the body and the deciphered card on ciphered routes), and every key stored before an
+  // upgrade answered 4001 to its own retry: a client whose request timed out during a deploy could
+  // not learn its outcome.
+  const tenant = await createTenant(t, { available: 100 });
+  const [card] = await cardsFor(t, tenant, 1);
+  assert.ok(card);
+  const payment = {
+    card_number: card.id,
+    amount: 3,
+    payment_description: "Antes del despliegue",
+    latitude: 19.4,
+    longitude: -99.1,
+  };
+  const send = (key: string) =>
+    key.startsWith("old-fund")
+      ? fund(tenant.token, 5, key)
+      : call(t.app, "POST", "/v1/cards/payment", {
+          token: tenant.token,
+          body: payment,
+          headers: { "idempotency-key": key },
+        });
+  for (const [key, path, body] of [
+    ["old-fund-1", "/v1/sandbox/funding", { amount: 5 }],
+    ["old-pay-1", "/v1/cards/payment", payment],
+  ] as const) {
+    const first = await send(key);
+    expectOk(first);
+    // As the earlier release stored it.
+    await t.ctx.db
+      .updateTable("idempotency_keys")
+      .set({ request_hash: requestHash(t.ctx.keys.idempotency, "POST", path, body) })
+      .where("key", "=", key)
+      .execute();
+    const again = await send(key);
+    expectOk(again);
+    assert.equal(again.headers["idempotent-replayed"], "true", key);
+    assert.deepEqual(again.body, first.body);
+  }
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 10_000n + 500n - 300n);
 });

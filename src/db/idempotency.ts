@@ -18,6 +18,17 @@ export interface IdempotencyScope {
   apiKeyId: string;
   key: string;
   requestHash: string;
+  /**
+   * The fingerprint as releases before the third audit computed it (the URL's path and the whole
+   * body): a key stored by such a release, up to 48 hours before an upgrade, still replays instead
+   * of answering 4001. Never stored; computed only when the current form does not match.
+   */
+  legacyRequestHash?: (() => string) | undefined;
+}
+
+/** Whether a stored fingerprint is this request's, in its current or its earlier form. */
+export function sameRequest(storedHash: string, scope: IdempotencyScope): boolean {
+  return storedHash === scope.requestHash || storedHash === scope.legacyRequestHash?.();
 }
 
 /**
@@ -165,7 +176,7 @@ export async function findStoredResponse(
     .where("key", "=", scope.key)
     .executeTakeFirst();
   if (!row) return undefined;
-  if (row.request_hash !== scope.requestHash) throw new AppError(errors.idempotencyKeyReused);
+  if (!sameRequest(row.request_hash, scope)) throw new AppError(errors.idempotencyKeyReused);
   return { status: row.response_status, body: row.response_body as Envelope, replayed: true };
 }
 

@@ -35,6 +35,9 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
     // written: `/v1/sandbox/funding/` and `/v1/sandbox/fundin%67` are the same request.
     const path = `${request.routeOptions.url}${canonicalJson(request.params ?? {})}`;
     const { apiKeyId } = request.caller;
+    const body = request.body;
+    const legacyRequestHash = () =>
+      requestHash(hashKey, request.method, request.url.split("?")[0] ?? "", body);
     const ciphered = request.routeOptions.config.cipheredFields;
     if (ciphered) {
       // The service deciphers these fields and completes the fingerprint with what they name.
@@ -46,6 +49,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
           apiKeyId,
           key: header,
           requestHash: requestHash(hashKey, "deciphered", partial, named),
+          legacyRequestHash,
         }),
       };
       return;
@@ -54,6 +58,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
       apiKeyId,
       key: header,
       requestHash: requestHash(hashKey, request.method, path, request.body),
+      legacyRequestHash,
     };
     const stored = await findStoredResponse(db, request.idempotency);
     if (stored) return sendResult(reply, stored);

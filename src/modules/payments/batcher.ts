@@ -6,6 +6,7 @@ import {
   type IdempotentResult,
   isFinalRefusal,
   refusalResponse,
+  sameRequest,
 } from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import { type Envelope, ok } from "../../http/envelope.ts";
@@ -359,10 +360,9 @@ async function applyBatch(
     const scope = request.idempotency;
     const previous = scope ? stored.get(keyOf(scope)) : undefined;
     if (scope && previous) {
-      outcomes[index] =
-        previous.request_hash === scope.requestHash
-          ? { result: { status: previous.response_status, body: previous.response_body, replayed: true } }
-          : { error: new AppError(errors.idempotencyKeyReused) };
+      outcomes[index] = sameRequest(previous.request_hash, scope)
+        ? { result: { status: previous.response_status, body: previous.response_body, replayed: true } }
+        : { error: new AppError(errors.idempotencyKeyReused) };
       return;
     }
     if (scope && firstWithKey.has(keyOf(scope))) {
