@@ -136,6 +136,16 @@ function trustedProxies(env: Env, name: string): false | string {
   return entries.join(",");
 }
 
+/**
+ * Sandbox mode is on when EMISOR_SANDBOX is unset. Set but empty (a template that lost its value)
+ * stops the start: taken as unset it would turn on the routes that create money.
+ */
+function sandboxMode(env: Env): boolean {
+  if (env.EMISOR_SANDBOX !== undefined && env.EMISOR_SANDBOX.trim() === "")
+    throw new ConfigError("EMISOR_SANDBOX is set but empty: set it to true or false");
+  return boolean(env, "EMISOR_SANDBOX", true);
+}
+
 function probability(env: Env, name: string): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return 0;
@@ -165,7 +175,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(env.EMISOR_DATA_DIR || "./.emisor/data"),
     masterKey: optional(env, "EMISOR_MASTER_KEY"),
     tokenTtlSeconds: integer(env, "EMISOR_TOKEN_TTL_SECONDS", 3600, 1, 7 * 24 * 3600),
-    sandbox: boolean(env, "EMISOR_SANDBOX", true),
+    sandbox: sandboxMode(env),
     logLevel: env.LOG_LEVEL || "info",
     dbPoolSize: integer(env, "EMISOR_DB_POOL_SIZE", 20, 1, 500),
     dbQueryTimeoutMs: integer(env, "EMISOR_DB_QUERY_TIMEOUT_MS", limits.dbQueryTimeoutMs, 100, 600_000),

@@ -34,6 +34,12 @@ export async function runServer(
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");
   const ctx = await createContext(config, database, (message: string) => logger.warn(message));
+  const shutdown = { closing: false };
+  const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
+  const connections = trackConnections(app.server);
+  await app.listen({ host: config.host, port: config.port });
+  // After listen: a start that cannot listen (the port is taken) must not create the sandbox
+  // tenant, whose password is shown only by the banner of the start that creates it.
   const firstTenant =
     config.sandbox && (await countClients(ctx.db)) === 0
       ? await createRootClient(ctx.db, {
@@ -43,11 +49,6 @@ export async function runServer(
           clabeBankPrefix: config.clabeBankPrefix,
         })
       : undefined;
-
-  const shutdown = { closing: false };
-  const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
-  const connections = trackConnections(app.server);
-  await app.listen({ host: config.host, port: config.port });
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const base = `http://${config.host}:${port}`;

@@ -5,19 +5,24 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
+import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { bannerOf } from "./helpers/banner.ts";
 import { startReceiver, waitFor } from "./helpers/webhooks.ts";
 
-function start(dataDir: string, masterKey: string): { child: ChildProcess; output: Promise<string> } {
+function start(
+  dataDir: string,
+  masterKey: string,
+  port = "0",
+): { child: ChildProcess; output: Promise<string> } {
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     env: {
       ...process.env,
       DATABASE_URL: "",
       EMISOR_DATA_DIR: dataDir,
-      PORT: "0",
+      PORT: port,
       EMISOR_MASTER_KEY: masterKey,
       LOG_LEVEL: "warn",
     },
@@ -61,6 +66,24 @@ test("first start prints working credentials; the second creates none; SIGTERM e
   assert.doesNotMatch(again, /password: +\S/);
   assert.match(again, /<api_key>/);
   assert.equal(await stop(second.child), 0);
+});
+
+test("a first start that cannot listen creates no sandbox tenant: the next start still prints its password", async () => {
+  // Regression (third audit): the tenant was created before listen, so a start on a taken port
+  // created it and exited, and its password, shown only by that start's banner, was lost.
+  const dataDir = mkdtempSync(path.join(tmpdir(), "emisor-main-"));
+  const masterKey = randomBytes(32).toString("hex");
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const { port } = taken.address() as AddressInfo;
+  const failed = start(dataDir, masterKey, String(port));
+  failed.output.catch(() => {});
+  const code = await new Promise<number | null>((resolve) => failed.child.once("exit", resolve));
+  await new Promise((resolve) => taken.close(resolve));
+  assert.notEqual(code, 0);
+  const next = start(dataDir, masterKey);
+  assert.match(await next.output, /password: +\S+/);
+  assert.equal(await stop(next.child), 0);
 });
 
 /** The process runs the webhook worker (EMISOR_WORKERS defaults to true): a test event arrives. */

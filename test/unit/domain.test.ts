@@ -122,6 +122,14 @@ test("EMISOR_TRUST_PROXY names the proxies to believe, never every hop", () => {
     assert.throws(() => trust(bad), ConfigError, bad);
 });
 
+test("EMISOR_SANDBOX set but empty stops the start instead of turning the sandbox on", () => {
+  // Regression (third audit): empty meant unset, and unset is sandbox mode, which mints money.
+  assert.throws(() => loadConfig({ EMISOR_SANDBOX: "" }), ConfigError);
+  assert.throws(() => loadConfig({ EMISOR_SANDBOX: " " }), ConfigError);
+  assert.equal(loadConfig({}).sandbox, true);
+  assert.equal(loadConfig({ EMISOR_SANDBOX: "false" }).sandbox, false);
+});
+
 test("institution codes are their number, the catalog's key, whatever the zeros", () => {
   assert.equal(numericCode("040012"), "40012");
   assert.equal(numericCode(40012), "40012");
