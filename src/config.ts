@@ -37,7 +37,6 @@ export interface Config {
   speiWebhookSecret: string | undefined;
   /** Background workers (rail dispatch, webhooks) run in this process. */
   workers: boolean;
-  /** Trust X-Forwarded-For from a load balancer for the caller's IP address (login limits). */
   /** The proxies whose X-Forwarded-For entries are trusted (Fastify's list form), or false. */
   trustProxy: false | string;
   /** SPEI simulator: how long after acceptance an order settles or is returned. */
@@ -97,11 +96,14 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+const trueWords = ["1", "true", "yes", "on"];
+const falseWords = ["0", "false", "no", "off"];
+
 function boolean(env: Env, name: string, fallback: boolean): boolean {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
-  if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return true;
-  if (["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
+  if (trueWords.includes(raw.toLowerCase())) return true;
+  if (falseWords.includes(raw.toLowerCase())) return false;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
@@ -116,8 +118,8 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
 const proxyPresets = new Set(["loopback", "linklocal", "uniquelocal"]);
 function trustedProxies(env: Env, name: string): false | string {
   const raw = (env[name] ?? "").trim();
-  if (raw === "" || ["0", "false", "no", "off"].includes(raw.toLowerCase())) return false;
-  if (["1", "true", "yes", "on"].includes(raw.toLowerCase())) return "loopback,linklocal,uniquelocal";
+  if (raw === "" || falseWords.includes(raw.toLowerCase())) return false;
+  if (trueWords.includes(raw.toLowerCase())) return "loopback,linklocal,uniquelocal";
   const entries = raw.split(",").map((entry) => entry.trim());
   for (const entry of entries) {
     const [address = "", prefix, extra] = entry.split("/");

@@ -7,7 +7,7 @@ import type { Database } from "./database.ts";
  * Forward-only migrations: `migrations/NNNN_name.sql`, applied in order, each file once, all
  * pending files in one transaction under an advisory lock so that several processes starting
  * together apply them once. A file that changed after it was applied stops the start: landed
- * migrations are never edited, a new file corrects them.
+ * migrations are not edited, a new file corrects them (the one exception: `correctedChecksums`).
  */
 const migrationsDir = new URL("./migrations/", import.meta.url);
 

@@ -3,8 +3,8 @@
  * written: `?email=%FF` was looked up as the three characters "%FF", and `%C3%28` the same, so a
  * caller who sent bytes that are not UTF-8 got an empty answer instead of being told. Here every
  * key and value is decoded strictly (`decodeURIComponent`: UTF-8, no lone surrogates); a part that
- * is not is marked on the result, and the request is refused with 1000 by `malformedQueryError`
- * (the router cannot answer an error itself).
+ * is not is marked on the result (`malformedQueryPart`), and the auth hook refuses the request
+ * with 1000 (the router cannot answer an error itself).
  */
 const malformed = Symbol("malformed query part");
 

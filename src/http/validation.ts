@@ -96,14 +96,18 @@ const unstorableEverywhere = new RegExp(`\u0000|${loneSurrogate.source}`, "g");
  * character PostgreSQL cannot store (elsewhere such text is refused with rule `x-text`).
  */
 export function replaceUnstorable(value: unknown): unknown {
-  if (firstUnstorable(value, "") === undefined) return value;
+  return firstUnstorable(value, "") === undefined ? value : replaced(value);
+}
+
+function replaced(value: unknown): unknown {
   if (typeof value === "string") return value.replace(unstorableEverywhere, "\ufffd");
-  if (Array.isArray(value)) return value.map(replaceUnstorable);
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map(replaced);
   const result: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value as object)) {
+  for (const [key, item] of Object.entries(value)) {
     // defineProperty: a key "__proto__" stays a key (the JSON parser refuses one anyway).
-    Object.defineProperty(result, replaceUnstorable(key) as string, {
-      value: replaceUnstorable(item),
+    Object.defineProperty(result, replaced(key) as string, {
+      value: replaced(item),
       enumerable: true,
       writable: true,
       configurable: true,

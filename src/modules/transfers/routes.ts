@@ -138,14 +138,17 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     const raw = body as Buffer;
     request.rawBody = raw;
     try {
-      // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
-      // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
-      done(null, replaceUnstorable(readJsonBody(request, raw)));
+      done(null, readJsonBody(request, raw));
     } catch (error) {
       done(error as Error, undefined);
     }
   });
-  scope.addHook("preValidation", async (request) => checkSignature(ctx, request));
+  scope.addHook("preValidation", async (request) => {
+    checkSignature(ctx, request);
+    // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
+    // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
+    request.body = replaceUnstorable(request.body);
+  });
 
   scope.post<{ Body: IncomingBodyType }>(
     "/v1/rails/spei/incoming",

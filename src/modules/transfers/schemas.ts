@@ -164,10 +164,9 @@ const RailDate = Type.Union(
   ],
   { description: "Operation date: YYYY-MM-DD, YYYYMMDD or the integer yyyymmdd" },
 );
-const RailTimestamp = Type.Union(
-  [Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" }), Type.Null()],
-  { description: "Epoch milliseconds or ISO 8601; null is the same as absent" },
-);
+const RailTimestamp = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" })], {
+  description: "Epoch milliseconds or ISO 8601",
+});
 /** An optional field a rail may also send as null: null is absent (a 400 would bounce money). */
 const RailOptional = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
 const TrackingKey = Type.String({
@@ -208,7 +207,7 @@ export const IncomingBody = Type.Object(
       Type.String({ pattern: "^[0-9]{1,7}$", "x-message": "must be 1-7 digits" }),
       Type.Integer({ minimum: 0, maximum: 9_999_999 }),
     ]),
-    TsLiquidacion: Type.Optional(RailTimestamp),
+    TsLiquidacion: RailOptional(RailTimestamp),
   },
   { additionalProperties: true },
 );

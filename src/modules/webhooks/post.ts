@@ -26,20 +26,29 @@ export class LocalAddressRefused extends Error {
  */
 function pinnedLookup(resolve: Resolve, allowLocal: boolean): LookupFunction {
   return (hostname, options, callback) => {
+    const checked = (resolved: LookupAddress[]): LookupAddress[] => {
+      if (!allowLocal && resolved.some((entry) => isLocalHost(entry.address)))
+        throw new LocalAddressRefused(hostname);
+      const addresses = options.family
+        ? resolved.filter((entry) => entry.family === options.family)
+        : resolved;
+      if (addresses.length === 0)
+        throw Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" });
+      return addresses;
+    };
+    // The callback runs outside the promise chain, as dns.lookup's does: were it to throw, the
+    // error must not come back here and call it a second time.
     resolve(hostname)
-      .then((resolved) => {
-        if (!allowLocal && resolved.some((entry) => isLocalHost(entry.address)))
-          throw new LocalAddressRefused(hostname);
-        const addresses = options.family
-          ? resolved.filter((entry) => entry.family === options.family)
-          : resolved;
-        const [first] = addresses;
-        if (first === undefined)
-          throw Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" });
-        if (options.all) callback(null, addresses);
-        else callback(null, first.address, first.family);
-      })
-      .catch((error: NodeJS.ErrnoException) => callback(error, "", 0));
+      .then(checked)
+      .then(
+        (addresses) =>
+          process.nextTick(() => {
+            const [first] = addresses as [LookupAddress];
+            if (options.all) callback(null, addresses);
+            else callback(null, first.address, first.family);
+          }),
+        (error: NodeJS.ErrnoException) => process.nextTick(() => callback(error, "", 0)),
+      );
   };
 }
 

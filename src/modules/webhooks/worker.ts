@@ -168,12 +168,7 @@ export class WebhookWorker {
     try {
       url = checkWebhookUrl(delivery.url, this.#sandbox);
     } catch (error) {
-      const reason = error instanceof AppError ? error.message : "the URL is not allowed";
-      return {
-        kind: "failed",
-        statusCode: null,
-        error: `not called: ${reason}`.slice(0, limits.webhookErrorLengthMax),
-      };
+      return notCalled(error instanceof AppError ? error.message : "the URL is not allowed");
     }
     let headers: Record<string, string>;
     const body = JSON.stringify(
@@ -220,12 +215,7 @@ export class WebhookWorker {
       if (this.#stop.signal.aborted) return { kind: "stopped" };
       if (timeout.aborted)
         return { kind: "failed", statusCode: null, error: `timed out after ${this.#timing.timeoutMs} ms` };
-      if (error instanceof LocalAddressRefused)
-        return {
-          kind: "failed",
-          statusCode: null,
-          error: `not called: ${error.message}`.slice(0, limits.webhookErrorLengthMax),
-        };
+      if (error instanceof LocalAddressRefused) return notCalled(error.message);
       return { kind: "failed", statusCode: null, error: connectionError(error) };
     }
   }
@@ -239,6 +229,15 @@ export class WebhookWorker {
     }
     return secrets;
   }
+}
+
+/** An attempt that was not made: the URL or what its name resolves to is not allowed. */
+function notCalled(reason: string): Outcome {
+  return {
+    kind: "failed",
+    statusCode: null,
+    error: `not called: ${reason}`.slice(0, limits.webhookErrorLengthMax),
+  };
 }
 
 function connectionError(error: unknown): string {
