@@ -322,7 +322,11 @@ export async function claimDueDeliveries(
       select d.id
       from webhook_deliveries d
       join ranked r on r.id = d.id
+      -- Due again here, at the level that locks: PostgreSQL re-checks these conditions on a row
+      -- another worker claimed and committed meanwhile (ranked's read does not), so the row is
+      -- skipped rather than claimed twice.
       where r.client_rank <= ${fairness.perClient}
+        and d.status = 'PENDING' and d.next_attempt_at <= now()
       order by r.client_rank, r.next_attempt_at
       limit ${limit}
       for update of d skip locked
