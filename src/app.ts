@@ -7,10 +7,11 @@ import { AppError, errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
 import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
-import { IdempotencyKeyHeader, registerIdempotency } from "./http/idempotency.ts";
+import { registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
+import { openApiOptions } from "./http/openapi.ts";
 import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
@@ -93,27 +94,11 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     app.addHook("onRequest", (_request, reply, done) => {
       if (!shutdown.closing) return done();
       reply.header("connection", "close");
-      done(new AppError(errors.shuttingDown));
+      // Retry-After: another instance, or this one restarted, takes it at once.
+      done(new AppError(errors.shuttingDown, { headers: { "retry-after": "1" } }));
     });
   }
-  await app.register(swagger, {
-    openapi: {
-      openapi: "3.1.0",
-      info: {
-        title: "Emisor",
-        version: "1.0.0",
-        description: `Card-issuing and payments back-end for Mexico. Every /v1 response is the envelope {success, code, message, data}; failures carry a code of the error catalog (${Object.keys(errors).length} codes, listed in the README).`,
-      },
-      servers: [{ url: "/" }],
-      components: { securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } } },
-    },
-    // The Idempotency-Key header is read by a hook (http/idempotency.ts), not by the routes'
-    // schemas: stated here so that the document, and clients generated from it, carry it.
-    transform: ({ schema, url, route }) =>
-      route.config?.idempotent && schema
-        ? { schema: { ...schema, headers: IdempotencyKeyHeader }, url }
-        : { schema, url },
-  });
+  await app.register(swagger, openApiOptions);
   await app.register(swaggerUi, { routePrefix: "/docs" });
   app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
 

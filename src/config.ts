@@ -1,5 +1,7 @@
+import { accessSync, closeSync, constants, openSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
+import { parseMasterKey } from "./crypto/keys.ts";
 import { limits } from "./limits.ts";
 import { transferInstitutions } from "./modules/catalogs/data.ts";
 
@@ -68,6 +70,7 @@ export const configVariables = [
   "LOG_LEVEL",
   "EMISOR_DB_POOL_SIZE",
   "EMISOR_DB_QUERY_TIMEOUT_MS",
+  "EMISOR_DB_PREPARED_STATEMENTS",
   "EMISOR_AUTH_CACHE_SECONDS",
   "EMISOR_API_KEY_PASSWORD_MIN_LENGTH",
   "EMISOR_RATE_LIMIT_PER_SECOND",
@@ -163,6 +166,142 @@ function optional(env: Env, name: string): string | undefined {
   return raw === undefined || raw === "" ? undefined : raw;
 }
 
+/** pino's levels, the accepted values of LOG_LEVEL. */
+const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+function logLevel(env: Env): string {
+  const raw = env.LOG_LEVEL;
+  if (raw === undefined || raw === "") return "info";
+  const level = raw.trim().toLowerCase();
+  if (!logLevels.includes(level))
+    throw new ConfigError(`LOG_LEVEL must be one of ${logLevels.join(", ")}; got "${raw}"`);
+  return level;
+}
+
+const hostLabel = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+const hostName = new RegExp(`^${hostLabel}(?:\\.${hostLabel})*\\.?$`);
+
+/**
+ * The address to listen on: an IP address or a host name. A name that does not resolve, or an
+ * address this machine does not have, is found by listen (see runServer).
+ */
+function listenHost(env: Env): string {
+  const raw = env.HOST;
+  if (raw === undefined || raw === "") return "127.0.0.1";
+  const valid = isIP(raw) !== 0 || (raw.length <= 253 && hostName.test(raw) && !/^[0-9.]+$/.test(raw));
+  if (!valid)
+    throw new ConfigError(
+      `HOST must be an IP address (127.0.0.1, 0.0.0.0, ::) or a host name (localhost), without brackets or a port; got "${raw}"`,
+    );
+  return raw;
+}
+
+/**
+ * A PostgreSQL URL as node-postgres reads it. Without this check a value that is not one reached
+ * pg, which read "notaurl" as a path under the host "base" and `mysql://x` as the host x, and
+ * answered "getaddrinfo ENOTFOUND base" or "Invalid URL". The value is never echoed: it may hold
+ * a password.
+ */
+function databaseUrl(env: Env): string | undefined {
+  const raw = optional(env, "DATABASE_URL");
+  if (raw === undefined) return undefined;
+  const form = "postgres://user:password@host:5432/database (or postgresql://)";
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1]?.toLowerCase();
+  if (scheme !== "postgres" && scheme !== "postgresql")
+    throw new ConfigError(
+      `DATABASE_URL must be a PostgreSQL URL, ${form}; it does not start with postgres://`,
+    );
+  const authority = raw.slice(scheme.length + 3).split(/[/?#]/)[0] ?? "";
+  const hostAndPort = authority.slice(authority.lastIndexOf("@") + 1);
+  const port = /^(?:\[[^\]]*\]|[^:]*):(.*)$/.exec(hostAndPort)?.[1];
+  if (
+    port !== undefined &&
+    port !== "" &&
+    !(/^[0-9]{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)
+  )
+    throw new ConfigError(`DATABASE_URL's port must be a number from 1 to 65535, got "${port}"`);
+  // As pg-connection-string parses it: spaces and stray % signs encoded, an empty host allowed
+  // before a path (the socket directory then comes in ?host=).
+  const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(raw)
+    ? encodeURI(raw).replace(/%25(\d\d)/g, "%$1")
+    : raw;
+  if (!URL.canParse(text) && !URL.canParse(text.replace("@/", "@___DUMMY___/")))
+    throw new ConfigError(
+      `DATABASE_URL must be a PostgreSQL URL, ${form}; it is not a valid URL (special characters in the user name or password must be percent-encoded)`,
+    );
+  return raw;
+}
+
+/** Checked here, before the database is opened, rather than when the keys are first derived. */
+function masterKey(env: Env): string | undefined {
+  const raw = optional(env, "EMISOR_MASTER_KEY");
+  if (raw === undefined) return undefined;
+  try {
+    parseMasterKey(raw);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  return raw;
+}
+
+/**
+ * The rail signs with the secret exactly as written; white space around it (a pasted line) would
+ * make every callback's signature fail, and a blank one is no secret.
+ */
+function speiWebhookSecret(env: Env): string | undefined {
+  const raw = optional(env, "EMISOR_SPEI_WEBHOOK_SECRET");
+  if (raw !== undefined && (raw.trim() === "" || raw.trim() !== raw))
+    throw new ConfigError("EMISOR_SPEI_WEBHOOK_SECRET must not be blank or begin or end with white space");
+  return raw;
+}
+
+/**
+ * The data directory, checked when it will be used (the embedded engine, or the generated master
+ * key of a sandbox without EMISOR_MASTER_KEY): it, or the nearest of its parents that exists, must
+ * be a directory this process can write to. Nothing is created here.
+ */
+function dataDirectory(env: Env, used: boolean): string {
+  const dir = path.resolve(env.EMISOR_DATA_DIR || "./.emisor/data");
+  if (!used) return dir;
+  const refuse = (why: string) =>
+    new ConfigError(`EMISOR_DATA_DIR must be a directory Emisor can create or write to; ${why}`);
+  for (let candidate = dir; ; candidate = path.dirname(candidate)) {
+    let stats: ReturnType<typeof statSync>;
+    try {
+      stats = statSync(candidate, { throwIfNoEntry: false });
+    } catch (error) {
+      // ENOTDIR: a parent is a file, found on the way up.
+      if ((error as NodeJS.ErrnoException).code === "ENOTDIR") continue;
+      throw refuse((error as Error).message);
+    }
+    if (stats === undefined) continue;
+    if (!stats.isDirectory()) throw refuse(`${candidate} is not a directory`);
+    try {
+      accessSync(candidate, constants.W_OK | constants.X_OK | (candidate === dir ? constants.R_OK : 0));
+    } catch (error) {
+      throw refuse(`${candidate} is not writable (${(error as NodeJS.ErrnoException).code})`);
+    }
+    return dir;
+  }
+}
+
+/**
+ * The simulator's journal is opened as it will be, for reading and appending (created when
+ * missing, never truncated), so a path it cannot use stops the start instead of the first order.
+ */
+function speiSimJournal(env: Env): string | undefined {
+  const file = optional(env, "EMISOR_SIM_SPEI_JOURNAL");
+  if (file === undefined) return undefined;
+  try {
+    closeSync(openSync(file, "a+"));
+  } catch (error) {
+    throw new ConfigError(
+      `EMISOR_SIM_SPEI_JOURNAL must be a file Emisor can create or append to (${(error as Error).message})`,
+    );
+  }
+  return file;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const clabeBankPrefix = env.EMISOR_CLABE_BANK_PREFIX || defaultClabeBankPrefix;
   // A CLABE whose bank code belongs to no SPEI participant can never receive a transfer.
@@ -170,15 +309,18 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(
       "EMISOR_CLABE_BANK_PREFIX must be the CLABE bank code of a SPEI participant (646 is STP)",
     );
+  const database = databaseUrl(env);
+  const master = masterKey(env);
+  const sandbox = sandboxMode(env);
   return {
-    host: env.HOST || "127.0.0.1",
+    host: listenHost(env),
     port: integer(env, "PORT", 3000, 0, 65535),
-    databaseUrl: optional(env, "DATABASE_URL"),
-    dataDir: path.resolve(env.EMISOR_DATA_DIR || "./.emisor/data"),
-    masterKey: optional(env, "EMISOR_MASTER_KEY"),
+    databaseUrl: database,
+    dataDir: dataDirectory(env, database === undefined || (sandbox && master === undefined)),
+    masterKey: master,
     tokenTtlSeconds: integer(env, "EMISOR_TOKEN_TTL_SECONDS", 3600, 1, 7 * 24 * 3600),
-    sandbox: sandboxMode(env),
-    logLevel: env.LOG_LEVEL || "info",
+    sandbox,
+    logLevel: logLevel(env),
     dbPoolSize: integer(env, "EMISOR_DB_POOL_SIZE", 20, 1, 500),
     dbQueryTimeoutMs: integer(env, "EMISOR_DB_QUERY_TIMEOUT_MS", limits.dbQueryTimeoutMs, 100, 600_000),
     dbPreparedStatements: integer(
@@ -192,13 +334,13 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyPasswordMinLength: integer(env, "EMISOR_API_KEY_PASSWORD_MIN_LENGTH", 12, 1, 30),
     rateLimitPerSecond: integer(env, "EMISOR_RATE_LIMIT_PER_SECOND", 0, 0, 1_000_000),
     clabeBankPrefix,
-    speiWebhookSecret: optional(env, "EMISOR_SPEI_WEBHOOK_SECRET"),
+    speiWebhookSecret: speiWebhookSecret(env),
     workers: boolean(env, "EMISOR_WORKERS", true),
     trustProxy: trustedProxies(env, "EMISOR_TRUST_PROXY"),
     speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),
     speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
     speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),
-    speiSimJournal: optional(env, "EMISOR_SIM_SPEI_JOURNAL"),
+    speiSimJournal: speiSimJournal(env),
     airtimeSimDelayMs: integer(env, "EMISOR_SIM_AIRTIME_DELAY_MS", 300, 0, 60_000),
     airtimeSimFailureProbability: probability(env, "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY"),
   };

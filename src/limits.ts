@@ -28,11 +28,17 @@ export const limits = {
   /** Failed logins from one IP address within the window before 429. */
   loginFailuresPerIpMax: 20,
   loginFailureWindowSeconds: 60,
-  /** Failed logins of one API key before it is locked, and for how long. */
+  /**
+   * Failed logins of one API key id (whether a key has it or not) before it is locked, and for how
+   * long; a count is forgotten this long after its last failure.
+   */
   loginFailuresPerKeyMax: 10,
   loginLockSeconds: 30 * 60,
-  /** API key ids that do not exist whose failed logins a process counts (the oldest is forgotten). */
-  unknownKeyFailuresMax: 20_000,
+  /**
+   * Expired rows of failed logins (login_failures) each failed login deletes, at most: more than
+   * the two it may add, so expired rows cannot pile up.
+   */
+  loginFailuresPurgeBatch: 100,
   /** Bearer tokens whose signature a process remembers having checked (the oldest is forgotten). */
   verifiedTokensMax: 10_000,
   /**
@@ -129,7 +135,7 @@ export const limits = {
   /** Collection-account listing (4.8): the widest init_date..end_date range, in days (inclusive). */
   transferListRangeDaysMax: 366,
   /** Opaque listing cursor, in characters. */
-  transferCursorLengthMax: 200,
+  cursorLengthMax: 200,
   /** SPEI names and payment concepts (domain-mx §6), in characters. */
   speiNameLengthMax: 40,
   speiConceptLengthMax: 40,

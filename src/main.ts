@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { buildApp } from "./app.ts";
-import { type Config, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { createContext } from "./context.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
@@ -37,7 +37,7 @@ export async function runServer(
   const shutdown = { closing: false };
   const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
   const connections = trackConnections(app.server);
-  await app.listen({ host: config.host, port: config.port });
+  await listen(app, config);
   // After listen: a start that cannot listen (the port is taken) must not create the sandbox
   // tenant, whose password is shown only by the banner of the start that creates it.
   const firstTenant =
@@ -91,6 +91,29 @@ export async function runServer(
     return stopping;
   };
   return { app, stop };
+}
+
+/**
+ * Listens on HOST and PORT. net's errors name neither variable ("getaddrinfo ENOTFOUND x",
+ * "listen EADDRINUSE"), so the ones a setting causes are said in its terms.
+ */
+async function listen(app: FastifyInstance, config: Config): Promise<void> {
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? "";
+    if (code === "EADDRINUSE")
+      throw new ConfigError(`PORT ${config.port} is already in use on ${config.host}: choose another PORT`);
+    if (code === "EACCES")
+      throw new ConfigError(
+        `PORT ${config.port} needs privileges this process lacks on ${config.host}: choose a PORT above 1023`,
+      );
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME")
+      throw new ConfigError(`HOST "${config.host}" does not resolve to an address of this machine (${code})`);
+    if (code === "EADDRNOTAVAIL" || code === "EAFNOSUPPORT")
+      throw new ConfigError(`HOST "${config.host}" is not an address of this machine (${code})`);
+    throw error;
+  }
 }
 
 /**

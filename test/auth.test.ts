@@ -1,12 +1,15 @@
-// Proves login, token expiry/forgery/revocation, disabled keys, login rate limits, and that every
-// protected route refuses a missing or bad token.
+// Proves login, token expiry/forgery/revocation, disabled keys, login rate limits (shared by the
+// processes on one database), and that every protected route refuses a missing or bad token.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
+import { sql } from "kysely";
+import { migrate } from "../src/db/migrate.ts";
 import { limits } from "../src/limits.ts";
+import { recordFailedLogin } from "../src/modules/auth/repository.ts";
 import { signToken } from "../src/modules/auth/tokens.ts";
 import { call, createTenant, expectError, expectOk, login, type Tenant } from "./helpers/api.ts";
-import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { startSecondApp, startTestApp, type TestApp } from "./helpers/harness.ts";
 
 let t: TestApp;
 let tenant: Tenant;
@@ -18,6 +21,16 @@ after(() => t.close());
 
 function loginBody(apiKey: string, password: string) {
   return { api_client: { api_key: apiKey, password } };
+}
+
+/** How many of the responses gave each answer ("401 2005": 10). */
+function tally(responses: { status: number; body: { code: number } }[]): Record<string, number> {
+  const seen: Record<string, number> = {};
+  for (const response of responses) {
+    const answer = `${response.status} ${response.body.code}`;
+    seen[answer] = (seen[answer] ?? 0) + 1;
+  }
+  return seen;
 }
 
 test("login returns the token in the Authorization header and in data", async () => {
@@ -245,14 +258,6 @@ test("a key id that does not exist locks the same way, so the lockout does not t
 test("logins sent at once get no more guesses than logins sent one after another", async () => {
   // A separate app trusting X-Forwarded-For, so that each test picks its addresses.
   const other = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
-  const tally = (responses: { status: number; body: { code: number } }[]) => {
-    const seen: Record<string, number> = {};
-    for (const response of responses) {
-      const answer = `${response.status} ${response.body.code}`;
-      seen[answer] = (seen[answer] ?? 0) + 1;
-    }
-    return seen;
-  };
   try {
     // 30 wrong passwords for one key at once, each from its own address: 10 are checked, the
     // rest find the key locked, and so does the right password afterwards.
@@ -302,6 +307,184 @@ test("logins sent at once get no more guesses than logins sent one after another
       ),
     );
     assert.deepEqual(tally(good), { "200 0": limits.loginFailuresPerIpMax + 5 });
+  } finally {
+    await other.close();
+  }
+});
+
+test("two processes on one database share the login limits of an address and of a key id", async () => {
+  // Regression (fourth audit): each process counted an address's failures, and an unknown key
+  // id's, in its own memory. Behind a load balancer an address got 20 failures a minute per
+  // process, and an unknown id never locked where a real key (counted in the database) did.
+  const first = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
+  const second = await startSecondApp(first);
+  const apps = [first.app, second.app];
+  const attempt = (i: number, apiKey: string, password: string, address: string) =>
+    call(apps[i % 2] ?? first.app, "POST", "/v1/auth/login", {
+      body: loginBody(apiKey, password),
+      headers: { "x-forwarded-for": address },
+    });
+  try {
+    // One address's failures, alternating between the two: 2007 at the combined limit, in both.
+    for (let i = 0; i < limits.loginFailuresPerIpMax; i++)
+      expectError(await attempt(i, `ek_split${i}`, "x", "10.4.4.4"), 2005, 401);
+    for (const i of [0, 1]) {
+      const refused = expectError(await attempt(i, "ek_split", "x", "10.4.4.4"), 2007, 429);
+      assert.ok(Number(refused.headers["retry-after"]) > 0);
+    }
+
+    // A key's failures, alternating between the two, each from its own address: an unknown key id
+    // answers as a real key does and locks at the same count, in both.
+    const answers = async (apiKey: string) => {
+      const seen: string[] = [];
+      for (let i = 0; i <= limits.loginFailuresPerKeyMax + 1; i++) {
+        const response = await attempt(i, apiKey, `wrong-${i}`, `10.3.${i}.1`);
+        seen.push(`${response.status} ${response.body.code}`);
+      }
+      return seen;
+    };
+    const real = await createTenant(first);
+    const forReal = await answers(real.apiKey);
+    assert.deepEqual(await answers(`${real.apiKey.slice(0, -4)}zzzz`), forReal);
+    assert.deepEqual(forReal.slice(limits.loginFailuresPerKeyMax), ["429 2008", "429 2008"]);
+
+    // The same at once: 30 wrong passwords for one key id, half through each (on PostgreSQL two
+    // pools counting at the same time), are 10 checked failures and 20 locks, whether the key
+    // exists or not; 30 failures at once from one address, 20 failures and 10 refusals.
+    const atOnce = (apiKey: string, address: (i: number) => string) =>
+      Promise.all(Array.from({ length: 30 }, (_, i) => attempt(i, apiKey, `wrong-${i}`, address(i))));
+    const other = await createTenant(first);
+    for (const apiKey of [other.apiKey, `${other.apiKey.slice(0, -4)}zzzz`]) {
+      assert.deepEqual(tally(await atOnce(apiKey, (i) => `10.2.${i}.1`)), {
+        "401 2005": limits.loginFailuresPerKeyMax,
+        "429 2008": 30 - limits.loginFailuresPerKeyMax,
+      });
+    }
+    const sprayed = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => attempt(i, `ek_spray${i}`, "x", "10.1.1.1")),
+    );
+    assert.deepEqual(tally(sprayed), {
+      "401 2005": limits.loginFailuresPerIpMax,
+      "429 2007": 30 - limits.loginFailuresPerIpMax,
+    });
+  } finally {
+    await second.close();
+    await first.close();
+  }
+});
+
+test("failures counted by two processes at the same time are none of them lost", async () => {
+  // Each count is one upsert that locks its row: a read-then-write would lose counts here on
+  // PostgreSQL, where the two processes' pools run their statements at the same time.
+  const first = await startTestApp();
+  const second = await startSecondApp(first);
+  try {
+    const rules = {
+      addressFailuresMax: 1000,
+      addressWindowSeconds: 60,
+      keyFailuresMax: 1000,
+      keyLockSeconds: 60,
+    };
+    const attempt = { apiKey: "ek_counted", address: "10.0.0.1" };
+    const counts = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        recordFailedLogin((i % 2 ? second : first).ctx.db, attempt, rules),
+      ),
+    );
+    assert.ok(
+      counts.every((limited) => limited.addressRetryAfter === null && limited.keyRetryAfter === null),
+    );
+    const { rows } = await sql<{ kind: string; failures: number }>`
+      select kind, failures from login_failures order by kind`.execute(first.ctx.db);
+    assert.deepEqual(rows, [
+      { kind: "address", failures: 60 },
+      { kind: "key", failures: 60 },
+    ]);
+  } finally {
+    await second.close();
+    await first.close();
+  }
+});
+
+test("counts expire: an address's window, a key id's count after the lock's length; expired rows are deleted", async () => {
+  const other = await startTestApp({ trustProxy: "loopback,linklocal,uniquelocal" });
+  const fail = (apiKey: string, address: string) =>
+    call(other.app, "POST", "/v1/auth/login", {
+      body: loginBody(apiKey, "not-the-password"),
+      headers: { "x-forwarded-for": address },
+    });
+  /** What the clock would have done: the rows of these subjects reach their end now. */
+  const expire = (...subjects: string[]) =>
+    sql`update login_failures set expires_at = now() - interval '1 second'
+      where subject in (${sql.join(subjects)})`.execute(other.ctx.db);
+  try {
+    // The address's window ends: its failures start again at one, in a new window.
+    for (let i = 0; i < limits.loginFailuresPerIpMax; i++)
+      expectError(await fail(`ek_window${i}`, "10.20.0.1"), 2005, 401);
+    expectError(await fail("ek_window", "10.20.0.1"), 2007, 429);
+    await expire("10.20.0.1");
+    expectError(await fail("ek_window", "10.20.0.1"), 2005, 401);
+
+    // A key id's count is forgotten the lock's length after its last failure (a real key's and an
+    // unknown id's alike): its next failures count from one.
+    const owner = await createTenant(other);
+    for (const apiKey of [owner.apiKey, "ek_forgotten"]) {
+      for (let i = 0; i < limits.loginFailuresPerKeyMax - 1; i++)
+        expectError(await fail(apiKey, `10.21.${i}.1`), 2005, 401);
+      await expire(apiKey);
+      for (let i = 0; i < limits.loginFailuresPerKeyMax - 1; i++)
+        expectError(await fail(apiKey, `10.22.${i}.1`), 2005, 401);
+      expectError(await fail(apiKey, "10.23.0.1"), 2005, 401);
+      expectError(await fail(apiKey, "10.23.0.2"), 2008, 429);
+      // The lock ends: logins are checked again.
+      await expire(apiKey);
+      expectError(await fail(apiKey, "10.23.0.3"), 2005, 401);
+    }
+    expectOk(
+      await call(other.app, "POST", "/v1/auth/login", {
+        body: loginBody(owner.apiKey, owner.password),
+        headers: { "x-forwarded-for": "10.23.0.4" },
+      }),
+    );
+
+    // Expired rows mean nothing; the next failure deletes them (the table does not grow with every
+    // address and key id ever seen). Only the key ids and addresses are stored, never a password.
+    await sql`update login_failures set expires_at = now() - interval '1 second'`.execute(other.ctx.db);
+    expectError(await fail("ek_last", "10.24.0.1"), 2005, 401);
+    const { rows } = await sql<{ kind: string; subject: string; failures: number }>`
+      select kind, subject, failures from login_failures order by kind`.execute(other.ctx.db);
+    assert.deepEqual(rows, [
+      { kind: "address", subject: "10.24.0.1", failures: 1 },
+      { kind: "key", subject: "ek_last", failures: 1 },
+    ]);
+  } finally {
+    await other.close();
+  }
+});
+
+test("migration 0014 carries a key's lock and count from api_keys to login_failures", async () => {
+  const other = await startTestApp();
+  try {
+    const locked = await createTenant(other);
+    const counting = await createTenant(other);
+    // The state before 0014: the lock and the count in api_keys.
+    await sql`drop table login_failures`.execute(other.ctx.db);
+    await sql`delete from schema_migrations where version = '0014_login_failures'`.execute(other.ctx.db);
+    await sql`update api_keys set locked_until = now() + interval '20 minutes'
+      where id = ${locked.apiKeyId}`.execute(other.ctx.db);
+    await sql`update api_keys set failed_logins = ${limits.loginFailuresPerKeyMax - 1}
+      where id = ${counting.apiKeyId}`.execute(other.ctx.db);
+    assert.deepEqual(await migrate(other.database), ["0014_login_failures"]);
+
+    const answer = async (owner: Tenant, password: string) => {
+      const response = await call(other.app, "POST", "/v1/auth/login", {
+        body: loginBody(owner.apiKey, password),
+      });
+      return `${response.status} ${response.body.code}`;
+    };
+    assert.equal(await answer(locked, locked.password), "429 2008");
+    assert.equal(await answer(counting, "wrong"), "401 2005");
+    assert.equal(await answer(counting, counting.password), "429 2008");
   } finally {
     await other.close();
   }

@@ -10,15 +10,7 @@ import { sealStoredBeneficiaryCards } from "../src/modules/transfers/beneficiary
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import type { SpeiOrderMessage, SpeiRail } from "../src/rails/spei/port.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
-import {
-  type AssignedCard,
-  assignCard,
-  cardsFor,
-  createCardholder,
-  createProduct,
-  mintStock,
-  panOf,
-} from "./helpers/cards.ts";
+import { type AssignedCard, cardsFor, panOf, spendableCard } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { speiSimulator } from "./helpers/rails.ts";
 
@@ -49,28 +41,7 @@ interface Transfer {
 /** A tenant with an ACTIVE card of a product with a 10.00 commission, `funds` on the card and PIN 4821. */
 async function readyCard(funds = 1000): Promise<{ tenant: Tenant; card: AssignedCard }> {
   const tenant = await createTenant(t, { available: funds + 1 });
-  const product = await createProduct(t, tenant, { transfer_commission: 10 });
-  await mintStock(t, tenant, product.id, 1);
-  const card = await assignCard(t, tenant, await createCardholder(t, tenant), product.id);
-  expectOk(
-    await call(t.app, "POST", "/v1/cards/activate", {
-      token: tenant.token,
-      body: { card_number: card.id, ...where },
-    }),
-  );
-  if (funds > 0) {
-    expectOk(
-      await call(t.app, "POST", "/v1/cards/payment", {
-        token: tenant.token,
-        body: { card_number: card.id, amount: funds, payment_description: "fondeo", ...where },
-      }),
-    );
-  }
-  const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "4821");
-  expectOk(
-    await call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } }),
-  );
-  return { tenant, card };
+  return { tenant, card: await spendableCard(t, tenant, { commission: 10, funds }) };
 }
 
 function body(cardNumber: string, overrides: Record<string, unknown> = {}) {

@@ -456,6 +456,169 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
   assert.match(docs.body, /swagger/i);
 });
 
+/** An operation of the OpenAPI document, as far as the tests below read it. */
+interface OpenApiOperation {
+  operationId?: string;
+  security?: Array<Record<string, string[]>>;
+  parameters?: Array<{ in: string; name: string }>;
+  responses: Record<string, OpenApiResponse>;
+}
+interface OpenApiResponse {
+  headers?: Record<string, { schema: { type?: string; enum?: string[] } }>;
+  content?: Record<string, { schema: { $ref?: string } }>;
+}
+
+/** Every operation of the app's OpenAPI document, keyed "METHOD /path" (OpenAPI form). */
+async function openApiOperations(): Promise<Map<string, OpenApiOperation>> {
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    paths: Record<string, Record<string, OpenApiOperation>>;
+  };
+  const operations = new Map<string, OpenApiOperation>();
+  for (const [path, methods] of Object.entries(spec.paths)) {
+    for (const [method, operation] of Object.entries(methods)) {
+      operations.set(`${method.toUpperCase()} ${path}`, operation);
+    }
+  }
+  return operations;
+}
+
+test("every operation of the OpenAPI document has its own operationId, in lowerCamelCase", async () => {
+  // Regression: no operation had one, so a client generated from the document named its methods
+  // after the paths (postV1CardsPayment) and renamed them whenever a path moved.
+  const operations = await openApiOperations();
+  const named = new Map<string, string>();
+  for (const [route, operation] of operations) {
+    const id = operation.operationId ?? "";
+    assert.match(id, /^[a-z][A-Za-z0-9]+$/, `${route}: operationId ${JSON.stringify(id)}`);
+    assert.ok(!named.has(id), `${id} names both ${named.get(id)} and ${route}`);
+    named.set(id, route);
+  }
+  assert.ok(named.size >= 50, `only ${named.size} operations`);
+  const expected: Record<string, string> = {
+    login: "POST /v1/auth/login",
+    registerPublicKey: "POST /v1/clients/api_key/public_key",
+    getCardholder: "GET /v1/cardholders",
+    createCardholder: "POST /v1/cardholders",
+    assignCard: "PUT /v1/cards",
+    activateCard: "POST /v1/cards/activate",
+    listCardMovements: "GET /v1/cards/{id}/movements",
+    createPayment: "POST /v1/cards/payment",
+    createTransfer: "POST /v1/transfer/cards",
+    createAirtimeTopup: "POST /v1/airtime/topup",
+    deleteWebhook: "DELETE /v1/webhooks/{id}",
+    listStates: "GET /v1/catalogs/state",
+    receiveSpeiTransfer: "POST /v1/rails/spei/incoming",
+  };
+  for (const [id, route] of Object.entries(expected)) assert.equal(named.get(id), route, id);
+});
+
+test("the OpenAPI document states the error envelope once, and every error response refers to it", async () => {
+  // Regression: each operation repeated the envelope inline in its error responses, so a client
+  // generated from the document had one identical error type per operation and status.
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    components: { schemas: Record<string, { required?: string[] }> };
+  };
+  assert.deepEqual(spec.components.schemas.ErrorEnvelope?.required, ["success", "code", "message", "data"]);
+  for (const [route, { responses }] of await openApiOperations()) {
+    for (const [status, response] of Object.entries(responses)) {
+      if (status === "200") continue;
+      const schema = response.content?.["application/json"]?.schema;
+      assert.equal(schema?.$ref, "#/components/schemas/ErrorEnvelope", `${route} ${status}`);
+    }
+  }
+});
+
+test("the OpenAPI document states the headers the service sends and reads, where it does", async () => {
+  // Regression: responses stated no headers (a generated client could not read the token login
+  // answers in Authorization, nor Retry-After on a 429 or 503), nor the 401, 429 and 503 apart.
+  const operations = await openApiOperations();
+  const byId = new Map([...operations.values()].map((operation) => [operation.operationId, operation]));
+  const operation = (id: string) => byId.get(id) ?? assert.fail(`no operation ${id}`);
+  const headersOf = (id: string, status: string) =>
+    Object.keys(operation(id).responses[status]?.headers ?? {}).sort();
+  const idsWith = (has: (operation: OpenApiOperation) => boolean) =>
+    [...operations.values()]
+      .filter(has)
+      .map((o) => o.operationId)
+      .sort();
+
+  for (const [route, { parameters, responses }] of operations) {
+    // The error handler answers every 401 with WWW-Authenticate, and 6001 with Retry-After.
+    assert.deepEqual(Object.keys(responses[401]?.headers ?? {}), ["WWW-Authenticate"], route);
+    assert.deepEqual(Object.keys(responses[503]?.headers ?? {}), ["Retry-After"], route);
+    // Operations that take Idempotency-Key mark a replayed answer, success or refusal.
+    const keyed = (parameters ?? []).some((p) => p.in === "header" && p.name === "idempotency-key");
+    for (const status of ["200", "4XX"]) {
+      assert.equal(
+        responses[status]?.headers?.["Idempotent-Replayed"] !== undefined,
+        keyed,
+        `${route} ${status}`,
+      );
+    }
+  }
+  for (const id of [
+    "createPayment",
+    "createTransfer",
+    "createAirtimeTopup",
+    "createCardholder",
+    "assignCard",
+  ]) {
+    assert.ok(headersOf(id, "200").includes("Idempotent-Replayed"), id);
+  }
+  assert.deepEqual(headersOf("getCardholder", "200"), []);
+  assert.deepEqual(headersOf("login", "200"), ["Authorization", "Cache-Control"]);
+  assert.deepEqual(
+    idsWith((o) => o.responses[200]?.headers?.["Cache-Control"] !== undefined),
+    ["createWebhook", "getCardSensitiveData", "getPublicKeys", "login", "rotateWebhookSecret"],
+  );
+  // 429 where the service answers it: login's limits and the rate-limited (money-moving) routes.
+  assert.deepEqual(
+    idsWith((o) => o.responses[429] !== undefined),
+    [
+      "createAirtimeTopup",
+      "createPayment",
+      "createSubclient",
+      "createTransfer",
+      "login",
+      "simulateFunding",
+      "simulateIncomingTransfer",
+      "simulateTransferReturn",
+    ],
+  );
+  assert.deepEqual(headersOf("login", "429"), ["Retry-After"]);
+  assert.deepEqual(headersOf("createPayment", "429"), ["Retry-After"]);
+  // Every operation but login and the rail's (signed) callbacks takes the bearer token.
+  assert.deepEqual(
+    idsWith((o) => !o.security?.some((scheme) => scheme.bearerAuth)),
+    ["login", "receiveSpeiOrderState", "receiveSpeiTransfer"],
+  );
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    components: { securitySchemes: Record<string, { type: string; scheme: string }> };
+  };
+  assert.equal(spec.components.securitySchemes.bearerAuth?.type, "http");
+  assert.equal(spec.components.securitySchemes.bearerAuth?.scheme, "bearer");
+
+  // The names and values stated are the ones sent.
+  const loggedIn = await call<{ token: string }>(t.app, "POST", "/v1/auth/login", {
+    body: { api_client: { api_key: tenant.apiKey, password: tenant.password } },
+  });
+  assert.equal(loggedIn.headers.authorization, `Bearer ${expectOk(loggedIn).token}`);
+  assert.deepEqual(operation("login").responses[200]?.headers?.["Cache-Control"]?.schema.enum, [
+    loggedIn.headers["cache-control"],
+  ]);
+  const refused = await call(t.app, "GET", "/v1/clients/balance");
+  assert.deepEqual(operation("getBalance").responses[401]?.headers?.["WWW-Authenticate"]?.schema.enum, [
+    refused.headers["www-authenticate"],
+  ]);
+  const product = { name: "P", description: "D", card_type: "VIRTUAL", bin: "531122", affinity_group: "G" };
+  const headers = { "idempotency-key": "openapi-replay" };
+  await call(t.app, "POST", "/v1/products", { token: tenant.token, body: product, headers });
+  const replay = await call(t.app, "POST", "/v1/products", { token: tenant.token, body: product, headers });
+  assert.deepEqual(operation("createProduct").responses[200]?.headers?.["Idempotent-Replayed"]?.schema.enum, [
+    replay.headers["idempotent-replayed"],
+  ]);
+});
+
 test("/metrics counts requests by method, route and status, and times them by route", async () => {
   const count = async (labels: string) => {
     const body = (await t.app.inject({ url: "/metrics" })).body;

@@ -233,6 +233,11 @@ const matrix: Record<string, Attempts> = {
       "/v1/cards/pin",
       cardForms(x, (n) => ({ card_number: n, pin: encryptFor(t.ctx.systemKey.publicKeyPem, "1111") })),
     ),
+  "GET /v1/cards": (_, x) => [
+    ...one("client_id", `/v1/cards?client_id=${x.tenant.clientId}`, notFound.client),
+    ...one("cardholder_id", `/v1/cards?cardholder_id=${x.cardholderId}`, notFound.cardholder),
+    ...one("product_id", `/v1/cards?product_id=${x.productId}`, notFound.product),
+  ],
   "GET /v1/cards/{id}": (_, x) => one("card", `/v1/cards/${x.cardId}`, notFound.card),
   "GET /v1/cards/{id}/movements": (_, x) => one("card", `/v1/cards/${x.cardId}/movements`, notFound.card),
   "GET /v1/cards/{id}/sensitive_data": (_, x) =>
@@ -287,6 +292,10 @@ const matrix: Record<string, Attempts> = {
       notFound.clabe,
     ),
   "POST /v1/transfer/cards": (_, x) => onUrl("/v1/transfer/cards", cardForms(x, transferBody)),
+  "GET /v1/transfer/cards": (_, x) => [
+    ...one("client_id", `/v1/transfer/cards?client_id=${x.tenant.clientId}`, notFound.client),
+    ...one("card_id", `/v1/transfer/cards?card_id=${x.cardId}`, notFound.card),
+  ],
   "GET /v1/transfer/cards/{id}": (_, x) => one("order", `/v1/transfer/cards/${x.orderId}`, notFound.order),
   "POST /v1/sandbox/spei/incoming": (_, x) =>
     one("clabe", "/v1/sandbox/spei/incoming", notFound.clabe, { clabe: x.tenant.clabe, amount: 10 }),
@@ -409,11 +418,14 @@ test("a parent acts on its sub-client's resources where the contract allows", as
     `/v1/clients/${b.tenant.clientId}`,
     `/v1/cards/${b.cardId}`,
     `/v1/cards/${b.cardId}/movements`,
+    `/v1/cards?client_id=${b.tenant.clientId}`,
+    `/v1/cards?cardholder_id=${b.cardholderId}&product_id=${b.productId}`,
     `/v1/cardholders?id=${b.cardholderId}`,
     `/v1/webhooks/${b.webhookId}`,
     `/v1/webhooks?client_id=${b.tenant.clientId}`,
     `/v1/events?client_id=${b.tenant.clientId}`,
     `/v1/transfer/cards/${b.orderId}`,
+    `/v1/transfer/cards?client_id=${b.tenant.clientId}&card_id=${b.cardId}`,
     `/v1/airtime/topups/${b.topupId}`,
     `/v1/transfer/clabe/collection/${b.tenant.clabe}/operations?init_date=${day}&end_date=${day}`,
   ];
@@ -455,6 +467,7 @@ test("a sub-client's lists never show its sibling's or its parent's resources", 
     "/v1/webhooks",
     "/v1/events",
     "/v1/transfer/clabe/collection",
+    "/v1/cards",
     `/v1/cards/${b.cardId}/movements`,
     `/v1/transfer/clabe/collection/${b.tenant.clabe}/operations?init_date=${day}&end_date=${day}`,
   ];

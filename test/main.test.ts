@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync } from "node:fs";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -81,9 +81,69 @@ test("a first start that cannot listen creates no sandbox tenant: the next start
   const code = await new Promise<number | null>((resolve) => failed.child.once("exit", resolve));
   await new Promise((resolve) => taken.close(resolve));
   assert.notEqual(code, 0);
+  assert.match(
+    await failed.output.catch((error: Error) => error.message),
+    new RegExp(`emisor: PORT ${port} is already in use on 127\\.0\\.0\\.1: choose another PORT`),
+  );
   const next = start(dataDir, masterKey);
   assert.match(await next.output, /password: +\S+/);
   assert.equal(await stop(next.child), 0);
+});
+
+test("a malformed setting stops the start with a message naming its variable, before anything opens", async () => {
+  // Regression (operations audit): these came out of pino, pg or net naming no variable ("default
+  // level:loud must be included in custom levels", "getaddrinfo ENOTFOUND base", "Invalid URL"),
+  // and an unusable journal path was accepted until the simulator's first order.
+  const dataDir = mkdtempSync(path.join(tmpdir(), "emisor-main-"));
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [
+      { LOG_LEVEL: "loud" },
+      /^emisor: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "loud"$/m,
+    ],
+    [
+      { DATABASE_URL: "notaurl" },
+      /^emisor: DATABASE_URL must be a PostgreSQL URL, postgres:\/\/user:password@host:5432\/database/m,
+    ],
+    [
+      { DATABASE_URL: "postgres://u:hunter2@127.0.0.1:99999/x" },
+      /^emisor: DATABASE_URL's port must be a number from 1 to 65535, got "99999"$/m,
+    ],
+    // Port 1 on the loopback: refused at once, wherever the tests run.
+    [
+      { DATABASE_URL: "postgres://u:hunter2@127.0.0.1:1/x" },
+      /^emisor: could not connect to the PostgreSQL server of DATABASE_URL: connect ECONNREFUSED 127\.0\.0\.1:1$/m,
+    ],
+    [{ HOST: "bad host" }, /^emisor: HOST must be an IP address/m],
+    [
+      { EMISOR_SIM_SPEI_JOURNAL: path.join(dataDir, "missing", "journal.jsonl") },
+      /^emisor: EMISOR_SIM_SPEI_JOURNAL must be a file Emisor can create or append to \(ENOENT/m,
+    ],
+  ];
+  await Promise.all(
+    cases.map(async ([env, message]) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+        env: {
+          ...process.env,
+          DATABASE_URL: "",
+          EMISOR_DATA_DIR: dataDir,
+          PORT: "0",
+          LOG_LEVEL: "warn",
+          ...env,
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      assert.equal(code, 1, `${JSON.stringify(env)}: ${stderr}`);
+      assert.match(stderr, message);
+      assert.doesNotMatch(stderr, /hunter2/);
+    }),
+  );
+  // Each stopped before the database was opened: no lock, no key, no cluster was written.
+  assert.deepEqual(readdirSync(dataDir), []);
 });
 
 /** The process runs the webhook worker (EMISOR_WORKERS defaults to true): a test event arrives. */

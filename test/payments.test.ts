@@ -2,6 +2,7 @@
 // rejection, idempotent retries, and that concurrent payments beyond the balance succeed exactly as
 // far as the money goes.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { encryptFor } from "../src/crypto/rsa.ts";
@@ -87,6 +88,86 @@ test("a payment moves exactly the amount and answers the 4.6 shape", async () =>
     await call<{ card: { balance: number } }>(t.app, "GET", `/v1/cards/${card.id}`, { token: tenant.token }),
   );
   assert.equal(detail.card.balance, 250.75);
+});
+
+interface MovementsPage {
+  movements: {
+    items: Array<{ id: string; amount: number }>;
+    page: number;
+    per_page: number;
+    pages: number;
+    total: number;
+    next_cursor: string | null;
+  };
+}
+
+test("card movements: a cursor walks every movement once while payments arrive; a cursor of another listing is 1000", async () => {
+  const tenant = await createTenant(t, { available: 1000 });
+  const [card, other] = await cardsFor(t, tenant, 2);
+  assert.ok(card && other);
+  for (let i = 1; i <= 5; i++) expectOk(await pay(tenant, card.id, i));
+  const movements = (query: string) =>
+    call<MovementsPage>(t.app, "GET", `/v1/cards/${card.id}/movements?${query}`, { token: tenant.token });
+  const first = expectOk(await movements("per_page=2")).movements;
+  assert.deepEqual(
+    first.items.map((item) => item.amount),
+    [5, 4],
+  );
+  assert.deepEqual([first.page, first.per_page, first.pages, first.total], [1, 2, 3, 5]);
+  assert.ok(first.next_cursor);
+  // Two payments arrive while the client pages: by page number, page 2 would repeat 4 and 5.
+  expectOk(await pay(tenant, card.id, 6));
+  expectOk(await pay(tenant, card.id, 7));
+  const byPage = expectOk(await movements("per_page=2&page=2")).movements;
+  assert.deepEqual(
+    byPage.items.map((item) => item.amount),
+    [5, 4],
+  );
+  const second = expectOk(await movements(`per_page=2&page=9&cursor=${first.next_cursor}`)).movements;
+  assert.deepEqual(
+    second.items.map((item) => item.amount),
+    [3, 2],
+  );
+  assert.deepEqual([second.page, second.total, second.pages], [2, 7, 4]);
+  assert.ok(second.next_cursor);
+  const third = expectOk(await movements(`per_page=2&cursor=${second.next_cursor}`)).movements;
+  assert.deepEqual(
+    third.items.map((item) => item.amount),
+    [1],
+  );
+  assert.equal(third.page, 3);
+  assert.equal(third.next_cursor, null);
+  // A page that ends exactly on the last movement has no next cursor either.
+  const exact = expectOk(await movements("per_page=7")).movements;
+  assert.equal(exact.items.length, 7);
+  assert.equal(exact.next_cursor, null);
+
+  const refusedFor = async (query: string, card_id = card.id) => {
+    const answer = await call(t.app, "GET", `/v1/cards/${card_id}/movements?${query}`, {
+      token: tenant.token,
+    });
+    return expectError(answer, 1000, 400).body.data as { details: Array<{ field: string; rule: string }> };
+  };
+  const cursor = first.next_cursor;
+  const tag = createHash("sha256").update(`${card.id}\n2`).digest("base64url").slice(0, 12);
+  const forged = (fields: object) => Buffer.from(JSON.stringify({ ...fields, q: tag })).toString("base64url");
+  expectOk(await movements(`per_page=2&cursor=${forged({ i: "1", p: 1 })}`));
+  for (const [query, cardId] of [
+    [`per_page=3&cursor=${cursor}`, card.id],
+    [`per_page=2&cursor=${cursor}`, other.id],
+    ["cursor=bm90IGpzb24", card.id],
+    [`per_page=2&cursor=${forged({ i: "9223372036854775808", p: 1 })}`, card.id],
+    [`per_page=2&cursor=${forged({ i: "12", p: 0 })}`, card.id],
+    [`per_page=2&cursor=${forged({ i: 12, p: 1 })}`, card.id],
+    ["cursor=%2B%2B", card.id],
+  ] as const) {
+    const { details } = await refusedFor(query, cardId);
+    assert.deepEqual(
+      details.map((detail) => [detail.field, detail.rule]),
+      [["cursor", "cursor"]],
+      query,
+    );
+  }
 });
 
 test("a ciphered PAN made with openssl pays the right card", async () => {

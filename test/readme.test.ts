@@ -49,7 +49,7 @@ test("every environment variable is in the README's configuration table", () => 
     assert.match(readme, new RegExp(`^\\| \`${name}\` \\|`, "m"), `${name} is missing from the README`);
   }
   const source = readFileSync(new URL("../src/config.ts", import.meta.url), "utf8");
-  for (const match of source.matchAll(/env(?:\.|, ")([A-Z_]{4,})/g)) {
+  for (const match of source.matchAll(/env(?:\.|,\s*")([A-Z_]{4,})/g)) {
     assert.ok(
       (configVariables as readonly string[]).includes(match[1] ?? ""),
       `${match[1]} is read but not listed`,

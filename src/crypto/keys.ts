@@ -1,5 +1,5 @@
 import { hkdfSync, randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -45,13 +45,45 @@ export function loadMasterKey(options: {
   if (options.masterKey) return parseMasterKey(options.masterKey);
   if (!options.sandbox) throw new MasterKeyError("EMISOR_MASTER_KEY is required when EMISOR_SANDBOX=false");
   const file = path.join(options.dataDir, "master.key");
-  if (!existsSync(file)) {
+  if (!hasKey(file)) {
     mkdirSync(options.dataDir, { recursive: true });
-    writeFileSync(file, randomBytes(32).toString("hex"), { mode: 0o600, flag: "wx" });
-    chmodSync(file, 0o600);
+    createKeyFile(file);
   }
   options.warn(`EMISOR_MASTER_KEY is not set: using the generated key in ${file} (sandbox only)`);
   return parseMasterKey(readFileSync(file, "utf8"));
+}
+
+/**
+ * False when the key file is missing, or empty: a process killed between creating the file and
+ * writing it leaves it so, and since no key was ever read from it nothing was sealed under it.
+ */
+function hasKey(file: string): boolean {
+  try {
+    return statSync(file).size > 0;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw error;
+  }
+}
+
+/**
+ * Writes a new key to a file of its own, then links it in place: the key file appears whole or
+ * not at all, whenever the process dies. When another process linked its key first, that one is
+ * kept (everyone reads the file after this).
+ */
+function createKeyFile(file: string): void {
+  const scratch = `${file}.${process.pid}.tmp`;
+  writeFileSync(scratch, randomBytes(32).toString("hex"), { mode: 0o600 });
+  chmodSync(scratch, 0o600);
+  try {
+    // An empty file left by a killed start goes first (link never replaces).
+    if (!hasKey(file)) rmSync(file, { force: true });
+    linkSync(scratch, file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  } finally {
+    rmSync(scratch, { force: true });
+  }
 }
 
 export function deriveKeyRing(master: Buffer): KeyRing {

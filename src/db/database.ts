@@ -1,4 +1,5 @@
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import {
   Kysely,
@@ -61,6 +62,7 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
   if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
   // PGlite has no cross-process locking: two processes on one directory would corrupt it.
   const releaseLock = options.dataDir ? acquireDirLock(options.dataDir) : () => {};
+  const initialized = options.dataDir ? prepareDataDir(options.dataDir) : () => {};
   // One options object: `new PGlite(undefined, options)` silently drops the options (and with
   // them the int8 parser, turning money into floats).
   const pglite = new PGlite({
@@ -70,6 +72,7 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
     postgresqlconf: [`shared_buffers = ${limits.pgliteSharedBuffers}`],
   });
   await pglite.waitReady;
+  initialized();
   const db = new Kysely<Schema>({ dialect: new PGliteDialect(pglite, limits.dbAcquireTimeoutMs) });
   return {
     engine: "pglite",
@@ -86,6 +89,37 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
     },
   };
 }
+
+/**
+ * A process killed at any instant must leave an embedded data directory that the next start
+ * opens. Two things PGlite writes are not atomic, and each could stop every later start:
+ * - `postmaster.pid`, created empty at every start, then filled: left empty, the next start fails
+ *   ("PGlite failed to initialize properly"). It locks nothing (every PGlite process writes the
+ *   same pid and takes over one it finds); the directory's lock is Emisor's own (dir-lock.ts),
+ *   held by the caller, so the file is removed.
+ * - the first start copies a new cluster into the directory file by file, `PG_VERSION` near the
+ *   end and configuration files after it, and a start that finds `PG_VERSION` opens what is
+ *   there. A marker written before the copy and removed once the database is open tells the next
+ *   start that what it finds is an interrupted first start, which holds no data yet: PostgreSQL's
+ *   files are removed and the cluster is created again.
+ * Returns what marks the directory's creation done (nothing when it already was).
+ */
+function prepareDataDir(dir: string): () => void {
+  rmSync(path.join(dir, "postmaster.pid"), { force: true });
+  const marker = path.join(dir, initMarker);
+  if (existsSync(marker)) {
+    for (const entry of readdirSync(dir))
+      if (clusterEntry.test(entry)) rmSync(path.join(dir, entry), { recursive: true, force: true });
+  } else if (existsSync(path.join(dir, "PG_VERSION"))) {
+    return () => {};
+  }
+  writeFileSync(marker, "");
+  return () => rmSync(marker, { force: true });
+}
+
+const initMarker = "emisor-init.incomplete";
+/** What PostgreSQL keeps at the top of a data directory (not Emisor's lock or master key). */
+const clusterEntry = /^(PG_VERSION|base|global|pg_[\w.]+|postgresql(\.auto)?\.conf|postmaster\.(pid|opts))$/;
 
 async function openPostgres(databaseUrl: string, options: DatabaseOptions): Promise<Database> {
   const pool = new pg.Pool({
@@ -111,6 +145,8 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
   pool.on("connect", (client) => {
     client.on("error", (error) => options.onPoolError?.(error));
   });
+  // After the listener above: the connection made here is pooled and used like any other.
+  await checkConnection(pool);
   const queryTimeoutMs = options.queryTimeoutMs ?? limits.dbQueryTimeoutMs;
   const db = new Kysely<Schema>({
     dialect: new PostgresDialect({
@@ -132,6 +168,28 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
     dump: () => Promise.reject(new Error("dump is only available on PGlite")),
     close: () => db.destroy(),
   };
+}
+
+/**
+ * One connection at open, so a server that cannot be reached or refuses the login stops the start
+ * with a message naming DATABASE_URL; pg's own ("no PostgreSQL user name specified in startup
+ * packet", "getaddrinfo ENOTFOUND db") name nothing Emisor reads. pg's messages never carry the
+ * password.
+ */
+async function checkConnection(pool: pg.Pool): Promise<void> {
+  try {
+    (await pool.connect()).release();
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw new Error(`could not connect to the PostgreSQL server of DATABASE_URL: ${describe(error)}`);
+  }
+}
+
+/** An error's message; a failed connection to a name with several addresses has its own empty. */
+function describe(error: unknown): string {
+  if (error instanceof AggregateError && error.message === "")
+    return error.errors.map(describe).join("; ") || String((error as NodeJS.ErrnoException).code);
+  return error instanceof Error ? error.message : String(error);
 }
 
 /**

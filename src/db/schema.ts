@@ -58,10 +58,16 @@ export interface ApiKeysTable {
   status: Generated<"ACTIVE" | "DISABLED">;
   public_key_pem: string | null;
   public_key_registered_at: NullableTimestamp;
-  failed_logins: Generated<number>;
-  locked_until: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
+}
+
+/** Failed logins of an address or a key id (migration 0014). */
+export interface LoginFailuresTable {
+  kind: "address" | "key";
+  subject: string;
+  failures: number;
+  expires_at: Timestamp;
 }
 
 export interface RevokedTokensTable {
@@ -431,6 +437,7 @@ export interface Schema {
   clients: ClientsTable;
   api_keys: ApiKeysTable;
   revoked_tokens: RevokedTokensTable;
+  login_failures: LoginFailuresTable;
   ledger_accounts: LedgerAccountsTable;
   journal_entries: JournalEntriesTable;
   postings: PostingsTable;

@@ -22,7 +22,8 @@ export function failure(
   return { success: false, code: def.code, message, data: details ? { details } : null };
 }
 
-export function EnvelopeSchema<T extends TSchema>(data: T, description?: string) {
+/** `headers` (name to schema) is for the OpenAPI document only (see ResponseHeaders). */
+export function EnvelopeSchema<T extends TSchema>(data: T, description?: string, headers?: object) {
   return Type.Object(
     {
       success: Type.Boolean(),
@@ -30,7 +31,7 @@ export function EnvelopeSchema<T extends TSchema>(data: T, description?: string)
       message: Type.String(),
       data,
     },
-    description ? { description } : {},
+    { ...(description ? { description } : {}), ...(headers ? { headers } : {}) },
   );
 }
 

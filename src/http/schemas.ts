@@ -105,6 +105,18 @@ export function instantOf(value: string | number, field: string): Date {
 }
 
 /**
+ * A listing's `created_from` (inclusive) and `created_to` (exclusive). An empty window is a
+ * mistake, as a listing's init_date after its end_date is: 1000 on created_to, not an empty list.
+ */
+export function createdWindow(from: string | undefined, to: string | undefined) {
+  const createdFrom = from === undefined ? undefined : instantOf(from, "created_from");
+  const createdTo = to === undefined ? undefined : instantOf(to, "created_to");
+  if (createdFrom && createdTo && createdFrom >= createdTo)
+    throw invalidField("created_to", "range", "must be after created_from");
+  return { createdFrom, createdTo };
+}
+
+/**
  * A response value that may be null, as one schema with a list of types (`["string", "null"]`;
  * OpenAPI 3.1). fast-json-stringify serializes a union (`anyOf`) by running a validator per
  * branch on every value, formats included; a list of types is a `typeof` test.
@@ -124,10 +136,65 @@ export const PageQuery = {
   ),
 };
 
-/** The response map of a route: its success envelope plus the shared error envelope. */
-export function responses<T extends TSchema>(data: T, description?: string) {
+/** A listing's `cursor`: the `next_cursor` of its previous page. */
+export function CursorQuery(description: string) {
+  return Type.Optional(Type.String({ minLength: 1, maxLength: limits.cursorLengthMax, description }));
+}
+
+/** A page's `next_cursor`: where the next page starts; null on the last page. */
+export function NextCursor(
+  description = "Pass as cursor (same filters and per_page) for the next page; null on the last page",
+) {
+  return OrNull(Type.String(), { description });
+}
+
+/** A listing's creation window, read by createdWindow(). */
+export const CreatedWindowQuery = {
+  created_from: Type.Optional(
+    Type.String({
+      format: "date-time",
+      "x-message": "must be an ISO 8601 date-time",
+      description: "Inclusive",
+    }),
+  ),
+  created_to: Type.Optional(
+    Type.String({
+      format: "date-time",
+      "x-message": "must be an ISO 8601 date-time",
+      description: "Exclusive",
+    }),
+  ),
+};
+
+/**
+ * Headers a response carries, as the OpenAPI document states them: a response schema's `headers`
+ * (name to schema), which @fastify/swagger turns into the response's headers and Fastify's
+ * serializer ignores (it writes the same code with or without them).
+ */
+export type ResponseHeaders = Record<
+  string,
+  { type: "string" | "integer"; description: string; enum?: string[]; pattern?: string; minimum?: number }
+>;
+
+/** The header noStore() (http/envelope.ts) sets on an answer that holds a secret. */
+export const NoStoreHeader: ResponseHeaders = {
+  "Cache-Control": {
+    type: "string",
+    enum: ["no-store"],
+    description: "The answer holds a secret: no cache may keep it.",
+  },
+};
+
+/**
+ * The response map of a route: its success envelope (with the headers its code sets, if any) plus
+ * the shared error envelope. The document adds the responses hooks answer (http/openapi.ts).
+ */
+export function responses<T extends TSchema>(
+  data: T,
+  options: { description?: string; headers?: ResponseHeaders } = {},
+) {
   return {
-    200: EnvelopeSchema(data, description),
+    200: EnvelopeSchema(data, options.description, options.headers),
     "4xx": ErrorEnvelopeSchema,
     "5xx": ErrorEnvelopeSchema,
   };

@@ -1,3 +1,4 @@
+import { encryptFor } from "../../src/crypto/rsa.ts";
 import { open } from "../../src/crypto/vault.ts";
 import { call, expectOk, type Tenant } from "./api.ts";
 import type { TestApp } from "./harness.ts";
@@ -129,6 +130,36 @@ export async function cardsFor(
     cards.push(card);
   }
   return cards;
+}
+
+/**
+ * An ACTIVE card of `tenant` ready to spend: of a product with `commission` (pesos) on transfers,
+ * holding `funds` (paid from the tenant's balance) and PIN 4821.
+ */
+export async function spendableCard(
+  t: TestApp,
+  tenant: Tenant,
+  options: { commission: number; funds: number },
+): Promise<AssignedCard> {
+  const product = await createProduct(t, tenant, { transfer_commission: options.commission });
+  await mintStock(t, tenant, product.id, 1);
+  const card = await assignCard(t, tenant, await createCardholder(t, tenant), product.id);
+  const auth = { token: tenant.token };
+  const where = { latitude: 19.4326, longitude: -99.1332 };
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/activate", { ...auth, body: { card_number: card.id, ...where } }),
+  );
+  if (options.funds > 0) {
+    expectOk(
+      await call(t.app, "POST", "/v1/cards/payment", {
+        ...auth,
+        body: { card_number: card.id, amount: options.funds, payment_description: "fondeo", ...where },
+      }),
+    );
+  }
+  const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "4821");
+  expectOk(await call(t.app, "PUT", "/v1/cards/pin", { ...auth, body: { card_number: card.id, pin } }));
+  return card;
 }
 
 /** The card's number, read back from the vault (tests only: nothing in Emisor returns it). */

@@ -40,6 +40,15 @@ export function ownLogs(): string {
     .join("\n");
 }
 
+let lastLogStamp = 0;
+
+/** A log file of its own for each app of this process, named as `ownLogs` and the post-suite scan read. */
+function newLogFile(): string {
+  mkdirSync(testLogDir, { recursive: true });
+  lastLogStamp = Math.max(Date.now(), lastLogStamp + 1);
+  return path.join(testLogDir, `${process.pid}-${lastLogStamp}.log`);
+}
+
 export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
   const fresh = await freshDatabase();
   const config: Config = {
@@ -53,8 +62,7 @@ export async function startTestApp(overrides: Partial<Config> = {}): Promise<Tes
   };
   await migrate(fresh.database);
   const ctx = await createContext(config, fresh.database, () => {});
-  mkdirSync(testLogDir, { recursive: true });
-  const logFile = path.join(testLogDir, `${process.pid}-${Date.now()}.log`);
+  const logFile = newLogFile();
   const logger = pino(loggerOptions("debug") as object, pino.destination({ dest: logFile, sync: true }));
   const app = await buildApp(ctx, { loggerInstance: logger });
   const base = logFile.replace(/\.log$/, "");
@@ -71,6 +79,37 @@ export async function startTestApp(overrides: Partial<Config> = {}): Promise<Tes
       await app.close();
       await fresh.database.close();
       await fresh.drop();
+    },
+  };
+}
+
+/**
+ * Another Emisor over the database of `first`, as a second process behind a load balancer would
+ * be: its own context (and with it its own per-process memory) and app, with `first`'s
+ * configuration. On PostgreSQL it has its own pool of connections to the same database; PGlite
+ * runs inside one process, so there the two share its one handle. Close it before `first`, which
+ * drops the database.
+ */
+export async function startSecondApp(first: TestApp): Promise<TestApp> {
+  const database = first.databaseUrl
+    ? await openDatabase({ databaseUrl: first.databaseUrl, poolSize: 10 })
+    : first.database;
+  const ctx = await createContext(first.config, database, () => {});
+  const logFile = newLogFile();
+  const logger = pino(loggerOptions("debug") as object, pino.destination({ dest: logFile, sync: true }));
+  const app = await buildApp(ctx, { loggerInstance: logger });
+  const traffic = recordTraffic(app, logFile.replace(/\.log$/, ""));
+  return {
+    app,
+    ctx,
+    database,
+    engine: database.engine,
+    config: first.config,
+    databaseUrl: first.databaseUrl,
+    close: async () => {
+      await writeSecrets(ctx, logFile.replace(/\.log$/, ""), traffic, first.databaseUrl);
+      await app.close();
+      if (database !== first.database) await database.close();
     },
   };
 }

@@ -27,6 +27,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         tags: ["airtime"],
+        operationId: "listAirtimeProducts",
         summary: "Airtime products (carrier and amount), for product_id",
         security: bearerAuth,
         response: responses(ProductsData),
@@ -41,6 +42,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true, cipheredFields: ["id"], rateLimited: true },
       schema: {
         tags: ["airtime"],
+        operationId: "createAirtimeTopup",
         summary: "Top up airtime (contract 4.9)",
         description:
           "Without id your main balance pays. The debit commits before the provider is called; a provider failure reverses it. status PENDING means the provider has not answered yet: Emisor keeps asking, see GET /v1/airtime/topups/{id}.",
@@ -93,6 +95,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         tags: ["airtime"],
+        operationId: "getAirtimeTopup",
         summary: "A top-up's state",
         security: bearerAuth,
         params: TopupParams,

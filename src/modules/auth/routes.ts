@@ -3,7 +3,8 @@ import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { TooManyRequests } from "../../http/openapi.ts";
+import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { LoginBody, LoginData } from "./schemas.ts";
@@ -15,11 +16,26 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
       config: { auth: false },
       schema: {
         tags: ["auth"],
+        operationId: "login",
         summary: "Log in with an API key and password",
         description:
           "Returns a bearer token in the Authorization response header and in data. Unknown key and wrong password answer the same 2005; failed logins are rate limited per IP (2007) and lock the key after repeated failures (2008).",
         body: LoginBody,
-        response: responses(LoginData),
+        response: {
+          ...responses(LoginData, {
+            headers: {
+              Authorization: {
+                type: "string",
+                pattern: "^Bearer [A-Za-z0-9_.-]+$",
+                description:
+                  "Bearer <token>: the token data.token holds, for the Authorization header of later requests.",
+              },
+              ...NoStoreHeader,
+            },
+          }),
+          // Failed logins are limited by address (2007) and lock the key (2008), with Retry-After.
+          429: TooManyRequests,
+        },
       },
     },
     async (request, reply) => {
@@ -55,6 +71,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags: ["auth"],
+        operationId: "logout",
         summary: "Revoke the bearer token of this request",
         security: bearerAuth,
         response: responses(Type.Null()),

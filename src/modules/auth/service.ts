@@ -25,14 +25,6 @@ export class AuthService {
   readonly #tokenTtlSeconds: number;
   readonly #cacheMs: number;
   readonly #cache = new Map<string, { state: repo.KeyState; loadedAt: number }>();
-  readonly #ipFailures = new Map<string, { count: number; since: number }>();
-  /**
-   * Failed logins of API key ids that do not exist, counted and locked exactly as a real key's
-   * are (in the database), so that the lockout (2008) does not tell which key ids exist.
-   */
-  readonly #unknownKeyFailures = new BoundedMap<string, { count: number; lockedUntil: number }>(
-    limits.unknownKeyFailuresMax,
-  );
   /**
    * Tokens whose signature this process has checked, with their claims. A token is the same
    * string every time its client sends it and its signature cannot change without changing the
@@ -54,67 +46,38 @@ export class AuthService {
    * Attempts sent at once get no more guesses than attempts sent one after another. Each check
    * waits its turn for scrypt, and the limits are checked again when the turn comes, so an
    * attempt behind enough failures is refused without a check. Once checked, a wrong password is
-   * counted against its address and its key, and answers the lock (2007, 2008) instead of 2005
+   * counted against its address and its key id, and answers the limit (2007, 2008) instead of 2005
    * when failures checked beside it reached the limit first; a right password answers 2007 or
-   * 2008 too then, and clears its key's count otherwise.
+   * 2008 too then, and clears its key's count otherwise. The counts are in the database, shared
+   * by every process on it. A key id that no key has takes the same path, with the same
+   * statements, as a real key with a wrong password: the same answers, the same lock after the
+   * same failures, and one scrypt check in the same time.
    */
-  async login(apiKey: string, password: string, ip: string): Promise<LoginResult> {
-    this.#checkIp(ip);
-    const key = await repo.findKeyForLogin(this.#db, apiKey);
-    if (!key) return this.#failUnknownKey(apiKey, password, ip);
-    const { apiKeyId } = key;
-    throwIfLocked(key.lockedUntil);
-    const right = await verifySecret(password, key.passwordHash, async () => {
-      this.#checkIp(ip);
-      throwIfLocked(await repo.lockedUntil(this.#db, apiKeyId));
+  async login(apiKey: string, password: string, address: string): Promise<LoginResult> {
+    const attempt = { apiKey, address };
+    const found = await repo.findKeyForLogin(this.#db, attempt, loginRules);
+    throwIfLimited(found.limits);
+    const right = await verifySecret(password, found.key?.passwordHash ?? decoyHash, async () => {
+      throwIfLimited(await repo.loginLimits(this.#db, attempt, loginRules));
     });
-    if (!right) {
-      this.#failIp(ip);
-      throwIfLocked(
-        await repo.recordFailedLogin(
-          this.#db,
-          apiKeyId,
-          limits.loginFailuresPerKeyMax,
-          limits.loginLockSeconds,
-        ),
-      );
+    const key = found.key;
+    if (!right || !key) {
+      const counted = await repo.recordFailedLogin(this.#db, attempt, loginRules);
+      await repo.purgeLoginFailures(this.#db, limits.loginFailuresPurgeBatch);
+      throwIfLimited(counted);
       throw new AppError(errors.invalidCredentials);
     }
-    this.#checkIp(ip);
-    throwIfLocked(await repo.recordLoginSuccess(this.#db, apiKeyId));
+    throwIfLimited(await repo.recordLoginSuccess(this.#db, attempt, loginRules));
     if (key.keyStatus !== "ACTIVE" || key.clientStatus !== "ACTIVE")
       throw new AppError(errors.apiKeyDisabled);
     const now = Math.floor(Date.now() / 1000);
     const { token } = signToken(this.#tokenKey, {
-      kid: apiKeyId,
+      kid: key.apiKeyId,
       cid: key.clientId,
       iat: now,
       exp: now + this.#tokenTtlSeconds,
     });
-    return { token, expiresIn: this.#tokenTtlSeconds, apiKeyId, clientId: key.clientId };
-  }
-
-  /**
-   * A key id that does not exist gets the answers a real key with a wrong password gets, in the
-   * same time: locked after as many failures (without scrypt while locked), and otherwise one
-   * scrypt check and 2005.
-   */
-  async #failUnknownKey(apiKey: string, password: string, ip: string): Promise<never> {
-    const unknown = this.#unknownKeyFailures.get(apiKey) ?? { count: 0, lockedUntil: 0 };
-    throwIfLocked(unknown.lockedUntil);
-    await verifySecret(password, decoyHash, () => {
-      this.#checkIp(ip);
-      throwIfLocked(unknown.lockedUntil);
-    });
-    this.#failIp(ip);
-    throwIfLocked(unknown.lockedUntil);
-    unknown.count += 1;
-    if (unknown.count >= limits.loginFailuresPerKeyMax) {
-      unknown.count = 0;
-      unknown.lockedUntil = Date.now() + limits.loginLockSeconds * 1000;
-    }
-    this.#unknownKeyFailures.set(apiKey, unknown);
-    throw new AppError(errors.invalidCredentials);
+    return { token, expiresIn: this.#tokenTtlSeconds, apiKeyId: key.apiKeyId, clientId: key.clientId };
   }
 
   async logout(caller: Caller): Promise<void> {
@@ -166,40 +129,23 @@ export class AuthService {
     }
     return state;
   }
-
-  /** 2007 with Retry-After while the address has used up its failures in the window. */
-  #checkIp(ip: string): void {
-    const entry = this.#ipFailures.get(ip);
-    if (!entry) return;
-    const elapsed = (Date.now() - entry.since) / 1000;
-    if (elapsed >= limits.loginFailureWindowSeconds) {
-      this.#ipFailures.delete(ip);
-      return;
-    }
-    if (entry.count >= limits.loginFailuresPerIpMax) {
-      const retryAfter = Math.ceil(limits.loginFailureWindowSeconds - elapsed);
-      throw new AppError(errors.loginRateLimited, { headers: { "retry-after": String(retryAfter) } });
-    }
-  }
-
-  /** Counts a failed login against its address; 2007 when failures beside it used up the limit. */
-  #failIp(ip: string): void {
-    this.#checkIp(ip);
-    const entry = this.#ipFailures.get(ip);
-    if (entry) {
-      entry.count += 1;
-      return;
-    }
-    if (this.#ipFailures.size >= 100_000) this.#ipFailures.clear();
-    this.#ipFailures.set(ip, { count: 1, since: Date.now() });
-  }
 }
 
-/** 2008 with the seconds left in Retry-After, while a lock (a date or epoch milliseconds) lasts. */
-function throwIfLocked(lockedUntil: Date | number | null): void {
-  const lockedFor = Math.ceil((Number(lockedUntil ?? 0) - Date.now()) / 1000);
-  if (lockedFor > 0)
-    throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(lockedFor) } });
+const loginRules: repo.LoginRules = {
+  addressFailuresMax: limits.loginFailuresPerIpMax,
+  addressWindowSeconds: limits.loginFailureWindowSeconds,
+  keyFailuresMax: limits.loginFailuresPerKeyMax,
+  keyLockSeconds: limits.loginLockSeconds,
+};
+
+/** 2007 while the address used up its failures, else 2008 while the key id is locked; Retry-After. */
+function throwIfLimited(limited: repo.LoginLimits): void {
+  if (limited.addressRetryAfter !== null)
+    throw new AppError(errors.loginRateLimited, {
+      headers: { "retry-after": String(limited.addressRetryAfter) },
+    });
+  if (limited.keyRetryAfter !== null)
+    throw new AppError(errors.apiKeyLocked, { headers: { "retry-after": String(limited.keyRetryAfter) } });
 }
 
 /** The caller a verified token names, once its key's state is known; or a 401 of the catalog. */

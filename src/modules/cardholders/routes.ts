@@ -21,6 +21,7 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
       config: { idempotent: true },
       schema: {
         tags: ["cardholders"],
+        operationId: "createCardholder",
         summary: "Register a cardholder (contract 4.2)",
         description:
           "For you or, with client_id, one of your sub-clients. rfc and curp are required unless an active product of that client or an ancestor allows them blank. rfc, curp, email (ignoring case) and mobile_phone are unique among all cardholders (4201-4204). Honours Idempotency-Key.",
@@ -38,6 +39,7 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
     {
       schema: {
         tags: ["cardholders"],
+        operationId: "getCardholder",
         summary: "Find a cardholder with its accounts and cards (contract 4.3)",
         description:
           "At least one filter; several are combined with AND. Only your cardholders and your sub-clients' are found. When several match (primary_phone is not unique) the answer is 5201: add another filter.",
@@ -54,6 +56,7 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
     {
       schema: {
         tags: ["cardholders"],
+        operationId: "searchCardholder",
         summary: "Find a cardholder, with the filters in the body (contract 4.3)",
         description:
           "The same filters and answer as GET /v1/cardholders, but in a JSON body, so that RFC, CURP, email and phones stay out of URLs and the access logs of every proxy on the way.",

@@ -1,7 +1,8 @@
 import { sql } from "kysely";
-import type { Queryable } from "../../db/database.ts";
+import type { Db, Queryable } from "../../db/database.ts";
 import type { CardStatus, CardType } from "../../db/schema.ts";
 import { mexicoCityToday } from "../../domain/spei.ts";
+import { instantKey } from "../../http/cursor.ts";
 import { addressColumns } from "../shared/address.ts";
 import type { CardRef } from "./card-number.ts";
 
@@ -180,26 +181,36 @@ export interface MovementRow {
   description: string | null;
 }
 
+/**
+ * A page of a card's postings, newest first, and how many it has, in one repeatable-read snapshot
+ * (so the count and the rows agree). `before` (a cursor's posting id) reads strictly older rows
+ * through the (account_id, id) index; without it the page starts `offset` rows in.
+ */
 export async function listMovements(
-  db: Queryable,
+  db: Db,
   cardId: string,
-  page: { limit: number; offset: number },
+  page: { limit: number; offset: number; before?: bigint | undefined },
 ): Promise<{ total: number; rows: MovementRow[] }> {
-  const rows = await db
-    .selectFrom("postings as p")
-    .innerJoin("journal_entries as e", "e.id", "p.entry_id")
-    .select(["p.id", "p.entry_id", "p.amount_cents", "p.created_at", "e.kind", "e.description"])
-    .where("p.account_id", "=", cardId)
-    .orderBy("p.id", "desc")
-    .limit(page.limit)
-    .offset(page.offset)
-    .execute();
-  const count = await db
-    .selectFrom("postings")
-    .select((eb) => eb.fn.countAll<bigint>().as("n"))
-    .where("account_id", "=", cardId)
-    .executeTakeFirstOrThrow();
-  return { total: Number(count.n), rows };
+  return db
+    .transaction()
+    .setIsolationLevel("repeatable read")
+    .execute(async (tx) => {
+      let query = tx
+        .selectFrom("postings as p")
+        .innerJoin("journal_entries as e", "e.id", "p.entry_id")
+        .select(["p.id", "p.entry_id", "p.amount_cents", "p.created_at", "e.kind", "e.description"])
+        .where("p.account_id", "=", cardId)
+        .orderBy("p.id", "desc")
+        .limit(page.limit);
+      query = page.before === undefined ? query.offset(page.offset) : query.where("p.id", "<", page.before);
+      const rows = await query.execute();
+      const count = await tx
+        .selectFrom("postings")
+        .select((eb) => eb.fn.countAll<bigint>().as("n"))
+        .where("account_id", "=", cardId)
+        .executeTakeFirstOrThrow();
+      return { total: Number(count.n), rows };
+    });
 }
 
 export interface CardholderForAssignment {
@@ -295,4 +306,100 @@ export async function takeStockCard(
     limit 1
     for update ${skipLocked ? sql`skip locked` : sql``}`.execute(db);
   return (await take(true)).rows[0] ?? (await take(false)).rows[0];
+}
+
+/** One card of a listing: the fields of a card summary, with its product, account and balance. */
+export type CardListRow = Pick<
+  CardRecord,
+  | "id"
+  | "status"
+  | "card_type"
+  | "last_four"
+  | "expires_on"
+  | "client_id"
+  | "cardholder_id"
+  | "account_id"
+  | "account_reference"
+  | "product_id"
+  | "product_code"
+  | "product_name"
+  | "assigned_at"
+  | "activated_at"
+> & {
+  balance_cents: bigint;
+  /** assigned_at to the microsecond (UTC, ISO 8601): a cursor's exact position. */
+  assigned_at_text: string;
+};
+
+export interface CardListFilter {
+  statuses?: readonly CardStatus[] | undefined;
+  cardholderId?: string | undefined;
+  productId?: string | undefined;
+  clientId?: string | undefined;
+  /** Only cards strictly after this position in the order (assigned_at, id) descending. */
+  before?: { at: string; id: string } | undefined;
+  limit: number;
+}
+
+/**
+ * The assigned cards of the caller's subtree (stock has no client and is never listed), newest
+ * assignment first, the id breaking ties, through cards_client_assigned_idx (migration 0017).
+ */
+export async function listCardsInScope(
+  db: Queryable,
+  callerId: string,
+  filter: CardListFilter,
+): Promise<CardListRow[]> {
+  const clients = [sql`${callerId}::uuid = any(cl.lineage)`];
+  if (filter.clientId) clients.push(sql`cl.id = ${filter.clientId}`);
+  const cards = [sql`c.client_id = cl.id`];
+  if (filter.statuses) cards.push(sql`c.status in (${sql.join(filter.statuses)})`);
+  if (filter.cardholderId) cards.push(sql`c.cardholder_id = ${filter.cardholderId}`);
+  if (filter.productId) cards.push(sql`c.product_id = ${filter.productId}`);
+  if (filter.before) {
+    cards.push(sql`(c.assigned_at, c.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`);
+  }
+  // Each client of the subtree gives its newest `limit` cards (one ordered index range each), and
+  // the page is the newest `limit` of those: the cost follows the subtree's clients and the page
+  // size, not how many cards the subtree (or the whole database) holds.
+  const result = await sql<CardListRow>`
+    select c.id, c.status, p.card_type, c.last_four, c.expires_on::text as expires_on, c.client_id,
+      c.cardholder_id, c.account_id, a.reference as account_reference, p.id as product_id,
+      p.code as product_code, p.name as product_name, la.balance_cents, c.assigned_at,
+      ${instantKey("c.assigned_at")} as assigned_at_text,
+      c.activated_at
+    from (
+      select c.* from clients cl
+      cross join lateral (
+        select c.* from cards c
+        where ${sql.join(cards, sql` and `)}
+        order by c.assigned_at desc, c.id desc
+        limit ${filter.limit}
+      ) c
+      where ${sql.join(clients, sql` and `)}
+      order by c.assigned_at desc, c.id desc
+      limit ${filter.limit}
+    ) c
+    join accounts a on a.id = c.account_id
+    join products p on p.id = c.product_id
+    join ledger_accounts la on la.id = c.id
+    order by c.assigned_at desc, c.id desc`.execute(db);
+  return result.rows;
+}
+
+/**
+ * A product the caller's subtree knows: one a client of the subtree created or has available, or
+ * one a card of the subtree is of (an ancestor's product assigned to the subtree's cardholder).
+ * Anything else is not found to this caller.
+ */
+export async function productSeenBySubtree(db: Queryable, callerId: string, productId: string) {
+  const result = await sql<{ id: string }>`
+    select p.id from products p
+    where p.id = ${productId} and (
+      exists (select 1 from clients cl where cl.id = p.owner_client_id and ${callerId}::uuid = any(cl.lineage))
+      or exists (select 1 from product_clients pc join clients cl on cl.id = pc.client_id
+        where pc.product_id = p.id and ${callerId}::uuid = any(cl.lineage))
+      or exists (select 1 from cards c join clients cl on cl.id = c.client_id
+        where c.product_id = p.id and ${callerId}::uuid = any(cl.lineage)))`.execute(db);
+  return result.rows.length > 0;
 }

@@ -3,16 +3,18 @@ import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, OrNull, responses } from "../../http/schemas.ts";
+import { bearerAuth, NoStoreHeader, OrNull, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   ActivateBody,
   AssignCardBody,
   AssignCardData,
   CardDetail,
+  CardListData,
   CardParams,
   CardSummary,
   ChangeStatusBody,
+  ListCardsQuery,
   MovementsData,
   MovementsQuery,
   SensitiveCardData,
@@ -24,6 +26,7 @@ import {
   cardMovements,
   changeCardStatus,
   getCard,
+  listCards,
   revealCard,
   setPin,
 } from "./service.ts";
@@ -37,6 +40,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       config: { idempotent: true },
       schema: {
         tags,
+        operationId: "assignCard",
         summary: "Assign a card from a product's stock to a cardholder (contract 4.5)",
         description:
           "Delivery address: B2B the cardholder's, B2C the client's, CUSTOM delivery_address (required then; ignored otherwise). Physical cards start NEED_ACTIVATION; virtual cards start ACTIVE and are not shipped.",
@@ -54,6 +58,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags,
+        operationId: "activateCard",
         summary: "Activate a card: NEED_ACTIVATION -> ACTIVE, once",
         security: bearerAuth,
         body: ActivateBody,
@@ -73,6 +78,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags,
+        operationId: "updateCardStatus",
         summary: "Block, unblock or cancel a card",
         description:
           "ACTIVE <-> TEMPORARY_INACTIVE; ACTIVE, TEMPORARY_INACTIVE or NEED_ACTIVATION -> CANCELED (terminal). Anything else is 422 with its own code.",
@@ -96,6 +102,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags,
+        operationId: "setCardPin",
         summary: "Set an ACTIVE card's PIN (ciphered; stored only as a salted, peppered hash)",
         security: bearerAuth,
         body: SetPinBody,
@@ -105,11 +112,34 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     async (request) => ok(await setPin(ctx, request.caller, request.body.card_number, request.body.pin)),
   );
 
+  app.get<{ Querystring: Static<typeof ListCardsQuery> }>(
+    "/v1/cards",
+    {
+      schema: {
+        tags,
+        operationId: "listCards",
+        summary: "Your cards and your sub-clients', newest assignment first",
+        description:
+          "Assigned cards only (stock belongs to its product). Filter by status (comma-separated), cardholder_id, product_id and client_id; page with cursor = the previous page's next_cursor, with the same filters and per_page. Never the card number nor the CVV.",
+        security: bearerAuth,
+        querystring: ListCardsQuery,
+        response: responses(CardListData),
+      },
+    },
+    async (request) => {
+      const { per_page, ...filters } = request.query;
+      return ok(
+        await listCards(ctx, request.caller, { ...filters, perPage: per_page ?? limits.pageSizeDefault }),
+      );
+    },
+  );
+
   app.get<{ Params: Static<typeof CardParams> }>(
     "/v1/cards/:id",
     {
       schema: {
         tags,
+        operationId: "getCard",
         summary: "A card: status, masked number, balance",
         security: bearerAuth,
         params: CardParams,
@@ -124,12 +154,13 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags,
+        operationId: "getCardSensitiveData",
         summary: "A card's number, expiry and CVV, ciphered under your public key",
         description:
           'sensitive_data is RSA-OAEP-SHA256 (Base64) under the public key registered for the calling API key (POST /v1/clients/api_key/public_key; 5101 without one) of the JSON text {"card_number":"16 digits","expiration":"MM/YY","cvv":"3 digits"}. The CVV is computed, never stored. Not for a canceled card (5304). Answered with Cache-Control: no-store.',
         security: bearerAuth,
         params: CardParams,
-        response: responses(SensitiveCardData),
+        response: responses(SensitiveCardData, { headers: NoStoreHeader }),
       },
     },
     async (request, reply) => {
@@ -143,6 +174,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     {
       schema: {
         tags,
+        operationId: "listCardMovements",
         summary: "A card's ledger movements, newest first",
         security: bearerAuth,
         params: CardParams,
@@ -152,13 +184,11 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     },
     async (request) =>
       ok(
-        await cardMovements(
-          ctx,
-          request.caller,
-          request.params.id,
-          request.query.page ?? 1,
-          request.query.per_page ?? limits.pageSizeDefault,
-        ),
+        await cardMovements(ctx, request.caller, request.params.id, {
+          page: request.query.page ?? 1,
+          perPage: request.query.per_page ?? limits.pageSizeDefault,
+          cursor: request.query.cursor,
+        }),
       ),
   );
 }

@@ -1,5 +1,15 @@
 import { Type } from "typebox";
-import { Digits, Latitude, Longitude, OrNull, PageQuery, Text, Uuid } from "../../http/schemas.ts";
+import {
+  CursorQuery,
+  Digits,
+  Latitude,
+  Longitude,
+  NextCursor,
+  OrNull,
+  PageQuery,
+  Text,
+  Uuid,
+} from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { catalogKeys, type catalogs } from "../catalogs/data.ts";
 
@@ -111,7 +121,13 @@ export const SetPinBody = Type.Object(
 );
 
 export const CardParams = Type.Object({ id: Uuid() });
-export const MovementsQuery = Type.Object(PageQuery, { additionalProperties: false });
+export const MovementsQuery = Type.Object(
+  {
+    ...PageQuery,
+    cursor: CursorQuery("next_cursor of the previous page; wins over page"),
+  },
+  { additionalProperties: false },
+);
 
 export const SensitiveCardData = Type.Object({
   card: CardSummary,
@@ -153,7 +169,53 @@ export const MovementsData = Type.Object({
       }),
     ),
     page: Type.Integer(),
+    per_page: Type.Integer(),
     pages: Type.Integer(),
     total: Type.Integer(),
+    next_cursor: NextCursor(
+      "Pass as cursor (same card and per_page) for the next page; null on the last page",
+    ),
+  }),
+});
+
+const listedStatus = "NEED_ACTIVATION|ACTIVE|TEMPORARY_INACTIVE|CANCELED";
+
+export const ListCardsQuery = Type.Object(
+  {
+    status: Type.Optional(
+      Type.String({
+        pattern: `^(${listedStatus})(,(${listedStatus}))*$`,
+        "x-message":
+          "must be card statuses (NEED_ACTIVATION, ACTIVE, TEMPORARY_INACTIVE, CANCELED) separated by commas",
+        description: "Only cards in one of these statuses, separated by commas",
+      }),
+    ),
+    cardholder_id: Type.Optional(Uuid("Only this cardholder's cards (one of your subtree)")),
+    product_id: Type.Optional(Uuid("Only cards of this product")),
+    client_id: Type.Optional(Uuid("Only this client's cards (you or one of your sub-clients)")),
+    per_page: PageQuery.per_page,
+    cursor: CursorQuery("next_cursor of the previous page, with the same filters and per_page"),
+  },
+  { additionalProperties: false },
+);
+
+export const CardListData = Type.Object({
+  cards: Type.Object({
+    items: Type.Array(
+      Type.Object({
+        ...CardSummary.properties,
+        expiration: Type.String({ description: "MM/YY" }),
+        balance: Type.Number(),
+        product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
+        cardholder_id: Type.String(),
+        client_id: Type.String({ description: "The client the card belongs to (its cardholder's)" }),
+        account: Type.Object({ id: Type.String(), reference: Type.String() }),
+        assignation_date: Type.String(),
+        activation_date: OrNull(Type.String()),
+      }),
+      { description: "Newest assignment first" },
+    ),
+    per_page: Type.Integer(),
+    next_cursor: NextCursor(),
   }),
 });

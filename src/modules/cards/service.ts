@@ -7,10 +7,18 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import type { CardStatus } from "../../db/schema.ts";
 import { AppError, type ErrorDef, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import {
+  decodeCursor,
+  decodeInstantIdCursor,
+  encodeCursor,
+  invalidCursor,
+  isCursorPage,
+} from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
+import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { findVisibleProduct } from "../products/repository.ts";
 import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.ts";
@@ -410,23 +418,32 @@ export async function revealCard(ctx: AppContext, caller: Caller, id: string) {
   return { card: presentCard(card), sensitive_data: await sensitiveCardData(ctx, caller, card) };
 }
 
-/** GET /v1/cards/{id}/movements: the card's ledger postings, newest first. */
+/**
+ * GET /v1/cards/{id}/movements: the card's ledger postings, newest first. Paged by `page` or by
+ * `cursor` (the previous page's `next_cursor`, which wins): a cursor is the position of the last
+ * movement given, so movements posted while a client pages (newer, at the top) shift nothing.
+ */
 export async function cardMovements(
   ctx: AppContext,
   caller: Caller,
   id: string,
-  page: number,
-  perPage: number,
+  query: { page: number; perPage: number; cursor?: string | undefined },
 ) {
+  const listing = [id, query.perPage];
+  const cursor = query.cursor === undefined ? undefined : movementsCursor(query.cursor, listing);
   const card = await cardOrThrow(ctx.db, caller, { id });
+  const page = cursor ? cursor.page + 1 : query.page;
   const { total, rows } = await repo.listMovements(ctx.db, card.id, {
-    limit: perPage,
-    offset: (page - 1) * perPage,
+    limit: query.perPage + 1,
+    offset: (page - 1) * query.perPage,
+    before: cursor?.before,
   });
+  const items = rows.slice(0, query.perPage);
+  const last = items.at(-1);
   return {
     card: presentCard(card),
     movements: {
-      items: rows.map((row) => ({
+      items: items.map((row) => ({
         id: String(row.id),
         entry_id: row.entry_id,
         type: row.amount_cents > 0n ? "CREDIT" : "DEBIT",
@@ -436,8 +453,95 @@ export async function cardMovements(
         created_at: row.created_at.toISOString(),
       })),
       page,
-      pages: Math.ceil(total / perPage),
+      per_page: query.perPage,
+      pages: Math.ceil(total / query.perPage),
       total,
+      next_cursor:
+        rows.length > query.perPage && last ? encodeCursor({ i: String(last.id), p: page }, listing) : null,
+    },
+  };
+}
+
+const bigintMax = 2n ** 63n - 1n;
+
+/** A movements cursor: the id of the last posting given and the page it was on. */
+function movementsCursor(text: string, listing: readonly (string | number)[]) {
+  const { i, p } = decodeCursor(
+    text,
+    listing,
+    "was returned for another card or another per_page: pass it with the query that returned it",
+  );
+  if (typeof i !== "string" || !/^[1-9][0-9]{0,18}$/.test(i) || !isCursorPage(p)) throw invalidCursor();
+  const before = BigInt(i);
+  if (before > bigintMax) throw invalidCursor();
+  return { before, page: p };
+}
+
+export interface ListCardsQuery {
+  status?: string | undefined;
+  cardholder_id?: string | undefined;
+  product_id?: string | undefined;
+  client_id?: string | undefined;
+  cursor?: string | undefined;
+  perPage: number;
+}
+
+/**
+ * GET /v1/cards: the assigned cards of the caller's subtree, newest assignment first, paged by
+ * keyset: `next_cursor` is the position (assigned_at, id) of the last card given, bound to the
+ * caller, the filters and per_page. A card assigned while a client pages is newer than every
+ * position already given, so it shifts nothing and is not given in that walk. A filter naming a
+ * client, cardholder or product outside the subtree is that resource's not found, as GET
+ * /v1/events does with client_id.
+ */
+export async function listCards(ctx: AppContext, caller: Caller, query: ListCardsQuery) {
+  const statuses = query.status ? ([...new Set(query.status.split(","))].sort() as CardStatus[]) : undefined;
+  const listing = [
+    caller.clientId,
+    statuses?.join(",") ?? "",
+    query.cardholder_id ?? "",
+    query.product_id ?? "",
+    query.client_id ?? "",
+    query.perPage,
+  ];
+  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
+  if (query.client_id && !(await findClientInScope(ctx.db, caller.clientId, query.client_id)))
+    throw new AppError(errors.clientNotFound);
+  if (
+    query.cardholder_id &&
+    !(await repo.findCardholderInScope(ctx.db, caller.clientId, query.cardholder_id))
+  )
+    throw new AppError(errors.cardholderNotFound);
+  if (query.product_id && !(await repo.productSeenBySubtree(ctx.db, caller.clientId, query.product_id)))
+    throw new AppError(errors.productNotFound);
+  const rows = await repo.listCardsInScope(ctx.db, caller.clientId, {
+    statuses,
+    cardholderId: query.cardholder_id,
+    productId: query.product_id,
+    clientId: query.client_id,
+    before,
+    limit: query.perPage + 1,
+  });
+  const items = rows.slice(0, query.perPage);
+  const last = items.at(-1);
+  return {
+    cards: {
+      items: items.map((row) => ({
+        ...presentCard(row),
+        expiration: expirationOf(row.expires_on),
+        balance: toPesos(row.balance_cents),
+        product: { id: row.product_id, code: row.product_code, name: row.product_name },
+        cardholder_id: row.cardholder_id,
+        client_id: row.client_id,
+        account: { id: row.account_id, reference: row.account_reference },
+        assignation_date: row.assigned_at.toISOString(),
+        activation_date: row.activated_at?.toISOString() ?? null,
+      })),
+      per_page: query.perPage,
+      next_cursor:
+        rows.length > query.perPage && last
+          ? encodeCursor({ t: last.assigned_at_text, i: last.id }, listing)
+          : null,
     },
   };
 }

@@ -4,6 +4,16 @@ import { ok } from "../../http/envelope.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { type CatalogName, catalogs } from "./data.ts";
 
+/** The operationId of each catalog's route, as a generated client names its method. */
+const operationIds: Record<CatalogName, string> = {
+  state: "listStates",
+  gender: "listGenders",
+  marital_status: "listMaritalStatuses",
+  document_type: "listDocumentTypes",
+  card_status: "listCardStatuses",
+  transfer_institutions: "listTransferInstitutions",
+};
+
 const Item = Type.Object({ key: Type.String(), value: Type.String() }, { additionalProperties: true });
 
 /** GET /v1/catalogs/<name>: `data` holds one key named after the catalog, a list of {key, value}. */
@@ -16,6 +26,7 @@ export function registerCatalogRoutes(app: FastifyInstance): void {
       {
         schema: {
           tags: ["catalogs"],
+          operationId: operationIds[name],
           summary: `The ${name.replace(/_/g, " ")} catalog`,
           security: bearerAuth,
           response: responses(Type.Object({ [name]: Type.Array(Item) })),

@@ -27,6 +27,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
       config: { idempotent: true, rateLimited: true },
       schema: {
         tags: ["clients"],
+        operationId: "createSubclient",
         summary: "Create a sub-client with its own API key (contract 4.4)",
         description:
           "The new client is a child of the caller, funded with `available` from the caller's main balance in the same transaction; the caller's balance may not fall below its minimum balance (5102). Log in as the new client with `api_client.api_key` and the `api_key_password` you sent (never returned). Honours Idempotency-Key.",
@@ -53,6 +54,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     {
       schema: {
         tags: ["clients"],
+        operationId: "getBalance",
         summary: "Your main balance",
         security: bearerAuth,
         response: responses(BalanceData),
@@ -66,6 +68,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     {
       schema: {
         tags: ["clients"],
+        operationId: "listSubclients",
         summary: "Your direct sub-clients, oldest first",
         security: bearerAuth,
         querystring: ClientListQuery,
@@ -88,6 +91,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     {
       schema: {
         tags: ["clients"],
+        operationId: "getClient",
         summary: "One client: yourself or any client of your subtree",
         security: bearerAuth,
         params: ClientParams,
@@ -102,6 +106,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     {
       schema: {
         tags: ["clients"],
+        operationId: "updateClientStatus",
         summary: "Disable (or enable again) a client of your subtree",
         description:
           "DISABLED: the client and every client below it answer 2006 at login and on every call (within EMISOR_AUTH_CACHE_SECONDS in every process); their money stays, and incoming SPEI to their CLABEs is returned (cause 02). Not your own status (5104). Emits client.status_changed to the client's parent when the status changes.",

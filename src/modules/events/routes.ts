@@ -14,6 +14,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext): void
     {
       schema: {
         tags: ["events"],
+        operationId: "listEvents",
         summary: "List events",
         description:
           "Your events and your sub-clients', in the order they were written; filter by type, client and creation time; page with `after` = the previous `next_cursor`.",

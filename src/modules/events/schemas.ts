@@ -1,5 +1,5 @@
 import { Type } from "typebox";
-import { OrNull, Uuid } from "../../http/schemas.ts";
+import { CreatedWindowQuery, OrNull, Uuid } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { eventTypes, testEventType } from "./outbox.ts";
 
@@ -24,20 +24,7 @@ export const ListEventsQuery = Type.Object(
       }),
     ),
     client_id: Type.Optional(Uuid("Only this client's events (you or one of your sub-clients)")),
-    created_from: Type.Optional(
-      Type.String({
-        format: "date-time",
-        "x-message": "must be an ISO 8601 date-time",
-        description: "Inclusive",
-      }),
-    ),
-    created_to: Type.Optional(
-      Type.String({
-        format: "date-time",
-        "x-message": "must be an ISO 8601 date-time",
-        description: "Exclusive",
-      }),
-    ),
+    ...CreatedWindowQuery,
     after: Type.Optional(
       Type.String({
         pattern: "^[0-9]{1,18}$",

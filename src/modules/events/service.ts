@@ -1,7 +1,7 @@
 import type { Db } from "../../db/database.ts";
-import { AppError, errors, invalidField } from "../../errors.ts";
+import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { instantOf } from "../../http/schemas.ts";
+import { createdWindow } from "../../http/schemas.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { type EventRow, listEventsInScope } from "./repository.ts";
 
@@ -41,11 +41,7 @@ export interface ListEventsQuery {
  * one given, when none is), so a client can keep it and ask for what came later.
  */
 export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery) {
-  const createdFrom = query.created_from ? instantOf(query.created_from, "created_from") : undefined;
-  const createdTo = query.created_to ? instantOf(query.created_to, "created_to") : undefined;
-  // An empty window is a mistake, as a listing's init_date after its end_date is: say so.
-  if (createdFrom && createdTo && createdFrom >= createdTo)
-    throw invalidField("created_to", "range", "must be after created_from");
+  const { createdFrom, createdTo } = createdWindow(query.created_from, query.created_to);
   if (query.client_id && !(await findClientInScope(db, caller.clientId, query.client_id)))
     throw new AppError(errors.clientNotFound);
   const rows = await listEventsInScope(db, {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { getPublicKeys, registerPublicKey } from "./service.ts";
 
@@ -34,6 +34,7 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: {
         tags: ["keys"],
+        operationId: "registerPublicKey",
         summary: "Register the calling API key's RSA public key",
         description: "Emisor ciphers sensitive response data under this key with RSA-OAEP-SHA256.",
         security: bearerAuth,
@@ -49,6 +50,7 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
     {
       schema: {
         tags: ["keys"],
+        operationId: "getPublicKeys",
         summary: "Get your public key and the system's (contract 4.1)",
         description:
           "Cipher: RSA-OAEP with SHA-256 (OAEP digest and MGF1), Base64; standard and URL-safe Base64 are accepted on input. sensitive_data is 'All your base are belong to us...' ciphered under your key.",
@@ -60,6 +62,7 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
             system: Type.Object({ public_key: Type.String() }),
             sensitive_data: Type.String(),
           }),
+          { headers: NoStoreHeader },
         ),
       },
     },

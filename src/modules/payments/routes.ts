@@ -37,6 +37,7 @@ export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext, met
       config: { idempotent: true, cipheredFields: ["card_number"], rateLimited: true },
       schema: {
         tags: ["payments"],
+        operationId: "createPayment",
         summary: "Pay an amount onto a card from your main balance (contract 4.6)",
         description:
           "The card must be NEED_ACTIVATION or ACTIVE and in your subtree. Concurrent payments of one client are applied in batches; each is decided in arrival order against the balance.",

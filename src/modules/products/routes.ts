@@ -24,6 +24,7 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         tags,
+        operationId: "createProduct",
         summary: "Create a card product",
         description: "Country 484 and currency 484 (MXN). The product starts ACTIVE with an empty stock.",
         security: bearerAuth,
@@ -41,6 +42,7 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         tags,
+        operationId: "mintProductStock",
         summary: "Mint cards into the product's stock",
         description: `Only the product's creator; 1-${limits.stockMintMax} cards per request, status NOT_ASSIGNED.`,
         security: bearerAuth,
@@ -61,6 +63,7 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         tags,
+        operationId: "assignProduct",
         summary: "Make a product you created available to one of your sub-clients",
         security: bearerAuth,
         params: ProductClientParams,
@@ -76,6 +79,7 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         tags,
+        operationId: "listProducts",
         summary: "List the products you created or that were assigned to you (contract 4.7)",
         security: bearerAuth,
         querystring: ProductListQuery,
@@ -98,6 +102,7 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         tags,
+        operationId: "getProduct",
         summary: "Get one product (contract 4.7)",
         security: bearerAuth,
         params: ProductParams,

@@ -32,6 +32,7 @@ export function registerSandboxRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true, rateLimited: true },
       schema: {
         tags: ["sandbox"],
+        operationId: "simulateFunding",
         summary: "Fund your main balance (sandbox only)",
         security: bearerAuth,
         body: FundingBody,

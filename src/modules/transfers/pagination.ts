@@ -1,7 +1,10 @@
-import { createHash } from "node:crypto";
 import { isRealDate } from "../../domain/spei.ts";
-import { invalidField } from "../../errors.ts";
-import { limits } from "../../limits.ts";
+import {
+  decodeCursor as decodePosition,
+  encodeCursor as encodePosition,
+  invalidCursor,
+  isCursorPage,
+} from "../../http/cursor.ts";
 
 /**
  * Paging the collection-account listing without OFFSET and without count(*).
@@ -53,20 +56,12 @@ export interface ListingQuery {
   perPage: number;
 }
 
-/** A short digest of the listing a cursor belongs to (not a secret: it only catches mix-ups). */
-function listingTag(query: ListingQuery): string {
-  const text = `${query.clabe}\n${query.initDate}\n${query.endDate}\n${query.perPage}`;
-  return createHash("sha256").update(text).digest("base64url").slice(0, 12);
+function listingKey(query: ListingQuery) {
+  return [query.clabe, query.initDate, query.endDate, query.perPage];
 }
 
 export function encodeCursor(cursor: Cursor, query: ListingQuery): string {
-  const text = JSON.stringify({
-    d: cursor.fecha,
-    s: cursor.seq.toString(),
-    p: cursor.page,
-    q: listingTag(query),
-  });
-  return Buffer.from(text, "utf8").toString("base64url");
+  return encodePosition({ d: cursor.fecha, s: cursor.seq.toString(), p: cursor.page }, listingKey(query));
 }
 
 /**
@@ -75,34 +70,19 @@ export function encodeCursor(cursor: Cursor, query: ListingQuery): string {
  * another query): it is refused, not reinterpreted.
  */
 export function decodeCursor(text: string, query: ListingQuery): Cursor {
-  const invalid = () => invalidField("cursor", "cursor", "must be a next_cursor returned by this listing");
-  if (text.length > limits.transferCursorLengthMax || !/^[A-Za-z0-9_-]+$/.test(text)) throw invalid();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(text, "base64url").toString("utf8"));
-  } catch {
-    throw invalid();
-  }
-  const { d, s, p, q } = (parsed ?? {}) as { d?: unknown; s?: unknown; p?: unknown; q?: unknown };
+  const { d, s, p } = decodePosition(
+    text,
+    listingKey(query),
+    "was returned for another CLABE, other dates or another per_page: pass it with the query that returned it",
+  );
   if (
     typeof d !== "string" ||
     !isRealDate(d) ||
     typeof s !== "string" ||
     !/^[1-9][0-9]{0,17}$/.test(s) ||
-    typeof p !== "number" ||
-    !Number.isInteger(p) ||
-    p < 1 ||
-    p >= limits.pageNumberMax ||
-    typeof q !== "string"
+    !isCursorPage(p)
   ) {
-    throw invalid();
-  }
-  if (q !== listingTag(query)) {
-    throw invalidField(
-      "cursor",
-      "cursor",
-      "was returned for another CLABE, other dates or another per_page: pass it with the query that returned it",
-    );
+    throw invalidCursor();
   }
   return { fecha: d, seq: BigInt(s), page: p };
 }

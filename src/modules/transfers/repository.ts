@@ -2,6 +2,7 @@ import type { Insertable, Selectable, Updateable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { SpeiOrderStatus, SpeiOrdersTable, TransferOperationsTable } from "../../db/schema.ts";
+import { instantKey } from "../../http/cursor.ts";
 import { effectiveClientStatus } from "../clients/repository.ts";
 import type { DayCount, Position } from "./pagination.ts";
 
@@ -310,4 +311,55 @@ export async function transitionOrder(
     .returning("id")
     .executeTakeFirst();
   return result !== undefined;
+}
+
+export interface OrderListFilter {
+  /** Orders of clients in this client's subtree (itself and its descendants). */
+  scopeClientId: string;
+  /** Only this client's own orders. */
+  clientId?: string | undefined;
+  cardId?: string | undefined;
+  statuses?: readonly SpeiOrderStatus[] | undefined;
+  createdFrom?: Date | undefined;
+  createdTo?: Date | undefined;
+  /** Strictly older than this position (a cursor's): created_at as the cursor writes it, then id. */
+  before?: { at: string; id: string } | undefined;
+  limit: number;
+}
+
+/** An order and its exact place in the listing: created_at to the microsecond, as UTC text. */
+export type ListedOrderRow = SpeiOrderRow & { created_key: string };
+
+/**
+ * Orders of the subtree, newest first (created_at, then id), at most `limit`. Each client's
+ * orders are read backwards on spei_orders_client_idx (client_id, created_at, id) with the
+ * keyset bound and the limit inside, so a page reads at most `limit` orders per client of the
+ * subtree, however many are older; the client that pays them all reads `limit` rows.
+ */
+export async function listOrdersInScope(db: Queryable, filter: OrderListFilter): Promise<ListedOrderRow[]> {
+  const conditions = [sql`o.client_id = c.id`];
+  if (filter.cardId) conditions.push(sql`o.card_id = ${filter.cardId}`);
+  if (filter.statuses && filter.statuses.length > 0)
+    conditions.push(sql`o.status in (${sql.join([...filter.statuses])})`);
+  if (filter.createdFrom) conditions.push(sql`o.created_at >= ${filter.createdFrom}`);
+  if (filter.createdTo) conditions.push(sql`o.created_at < ${filter.createdTo}`);
+  if (filter.before)
+    conditions.push(
+      sql`(o.created_at, o.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`,
+    );
+  const client = filter.clientId ? sql`and c.id = ${filter.clientId}` : sql``;
+  const result = await sql<ListedOrderRow>`
+    select ${orderColumns},
+      ${instantKey("o.created_at")} as created_key
+    from clients c
+    cross join lateral (
+      select * from spei_orders o
+      where ${sql.join(conditions, sql` and `)}
+      order by o.created_at desc, o.id desc
+      limit ${filter.limit}
+    ) o
+    where ${filter.scopeClientId}::uuid = any(c.lineage) ${client}
+    order by o.created_at desc, o.id desc
+    limit ${filter.limit}`.execute(db);
+  return result.rows;
 }

@@ -9,6 +9,7 @@ import { bearerAuth, responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
+import { listSpeiOrders } from "./order-listing.ts";
 import { applySpeiStateChange, forceReturn, getSpeiOrder } from "./outgoing.ts";
 import {
   AbonoResultData,
@@ -33,6 +34,9 @@ import {
   SandboxReturnBody,
   type SandboxReturnBodyType,
   SpeiOrderData,
+  TransferListData,
+  TransferListQuery,
+  type TransferListQueryType,
 } from "./schemas.ts";
 import {
   listCollectionAccounts,
@@ -45,8 +49,9 @@ import { speiSignatureHeader, verifySpeiSignature } from "./signature.ts";
 import { renderOrder } from "./views.ts";
 
 /**
- * SPEI: collection accounts and their incoming transfers (4.8), transfer-out orders (the state
- * of 4.10 orders), the rail's signed callbacks, and the sandbox's drivers of the simulator.
+ * SPEI: collection accounts and their incoming transfers (4.8), transfer-out orders (their
+ * listing and the state of 4.10 orders), the rail's signed callbacks, and the sandbox's drivers
+ * of the simulator.
  */
 export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
@@ -54,6 +59,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
     {
       schema: {
         tags: ["transfers"],
+        operationId: "listCollectionAccounts",
         summary: "Your collection accounts (CLABE)",
         security: bearerAuth,
         response: responses(CollectionAccountsData),
@@ -67,6 +73,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
     {
       schema: {
         tags: ["transfers"],
+        operationId: "listIncomingTransfers",
         summary: "Incoming transfers of a collection account (contract 4.8), newest first",
         description:
           "Paged by page/per_page or by cursor (next_cursor of the previous page). The CLABE must be yours or a sub-client's.",
@@ -95,6 +102,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
       config: { idempotent: true, cipheredFields: ["card_number", "pin"], rateLimited: true },
       schema: {
         tags: ["transfers"],
+        operationId: "createTransfer",
         summary: "Send a SPEI transfer out, paid by a card (contract 4.10)",
         description:
           "card_number names the paying card (UUID or its 16-digit number ciphered under the system key); it must be ACTIVE and its PIN must match. The card pays amount + the product's FLAT commission + 16% IVA on it. Success message: Operación SPEI® Out exitosa.",
@@ -107,11 +115,37 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
       sendResult(reply, await sendCardTransfer(ctx, request.caller, request.body, request.idempotencyDraft)),
   );
 
+  app.get<{ Querystring: TransferListQueryType }>(
+    "/v1/transfer/cards",
+    {
+      schema: {
+        tags: ["transfers"],
+        operationId: "listTransfers",
+        summary: "Your transfers out and your sub-clients', newest first",
+        description:
+          "Filter by status (states separated by commas), client_id, card_id (the paying card) and creation time; page with cursor = the previous next_cursor, with the same filters and per_page.",
+        security: bearerAuth,
+        querystring: TransferListQuery,
+        response: responses(TransferListData),
+      },
+    },
+    async (request) => {
+      const { per_page, ...filters } = request.query;
+      return ok(
+        await listSpeiOrders(ctx.db, request.caller, {
+          ...filters,
+          perPage: per_page ?? limits.pageSizeDefault,
+        }),
+      );
+    },
+  );
+
   app.get<{ Params: Static<typeof OrderParams> }>(
     "/v1/transfer/cards/:id",
     {
       schema: {
         tags: ["transfers"],
+        operationId: "getTransfer",
         summary: "The state of a transfer out",
         security: bearerAuth,
         params: OrderParams,
@@ -156,6 +190,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
       config: { auth: false },
       schema: {
         tags: ["rails"],
+        operationId: "receiveSpeiTransfer",
         summary: "Incoming SPEI transfer (abono), signed by the rail",
         description: `STP-style abono. Header ${speiSignatureHeader}: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>. Answers mensaje confirmar (credited, or already credited) or devolver with a Banxico cause.`,
         body: IncomingBody,
@@ -171,6 +206,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
       config: { auth: false },
       schema: {
         tags: ["rails"],
+        operationId: "receiveSpeiOrderState",
         summary: "State change of a transfer out (LIQUIDACION, DEVOLUCION, CANCELACION), signed by the rail",
         body: OrderStateBody,
         response: responses(OrderStateData),
@@ -215,6 +251,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
       config: { idempotent: true, rateLimited: true },
       schema: {
         tags: ["sandbox"],
+        operationId: "simulateIncomingTransfer",
         summary: "Simulate an incoming SPEI transfer to one of your CLABEs (sandbox only)",
         security: bearerAuth,
         body: SandboxIncomingBody,
@@ -250,6 +287,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
       config: { idempotent: true, rateLimited: true },
       schema: {
         tags: ["sandbox"],
+        operationId: "simulateTransferReturn",
         summary: "Force the return (DEVUELTA) of a transfer out (sandbox only)",
         description: "The payer gets amount, commission and IVA back. Body {} or {cause: '03'}.",
         security: bearerAuth,

@@ -2,14 +2,18 @@ import { type Static, type TSchema, Type } from "typebox";
 import { isRealDate, numericCode, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import {
+  CreatedWindowQuery,
+  CursorQuery,
   DateString,
   Digits,
   DigitsBetween,
   instantOf,
+  NextCursor,
   OrNull,
   PageQuery,
   Pesos,
   Text,
+  Uuid,
 } from "../../http/schemas.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -44,13 +48,7 @@ export const OperationsQuery = Type.Object(
       `Last operation date, YYYY-MM-DD (inclusive); at most ${limits.transferListRangeDaysMax} days`,
     ),
     ...PageQuery,
-    cursor: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: limits.transferCursorLengthMax,
-        description: "next_cursor of the previous page; wins over page",
-      }),
-    ),
+    cursor: CursorQuery("next_cursor of the previous page; wins over page"),
   },
   { additionalProperties: false },
 );
@@ -97,45 +95,72 @@ export const OperationsData = Type.Object({
       per_page: Type.Integer(),
       pages: Type.Integer(),
       total: Type.Integer(),
-      next_cursor: OrNull(Type.String(), {
-        description: "Pass as cursor for the next page; null on the last page",
-      }),
+      next_cursor: NextCursor("Pass as cursor for the next page; null on the last page"),
     }),
   }),
 });
 
-export const SpeiOrderData = Type.Object({
-  transfer: Type.Object({
-    id: Type.String({ format: "uuid" }),
-    card_id: OrNull(Type.String()),
-    tracking_key: Type.String(),
-    operation_date: Type.String(),
-    reference_operation: Type.String({ format: "uuid" }),
-    amount: Type.Number(),
-    commission: Type.Number(),
-    commission_type: Type.Literal("FLAT"),
-    iva: Type.Number(),
-    total: Type.Number({ description: "amount + commission + iva: what the payer was charged" }),
-    status: Type.Union(
-      ["PENDIENTE", "ENVIADA", "LIQUIDADA", "DEVUELTA", "CANCELADA"].map((s) => Type.Literal(s)),
-    ),
-    status_detail: OrNull(Type.String()),
-    return_cause: Type.Union([Type.Object({ code: Type.String(), description: Type.String() }), Type.Null()]),
-    ts_liquidacion: OrNull(Type.String()),
-    returned_at: OrNull(Type.String()),
-    beneficiary: Type.Object({
-      account: Type.String(),
-      account_type: Type.String(),
-      institution: KeyValue,
-      name: Type.String(),
-      rfc_curp: Type.String(),
-      email: Type.String(),
-    }),
-    payment_concept: Type.String(),
-    numeric_reference: Type.String(),
-    created_at: Type.String(),
-    updated_at: Type.String(),
+/** The states of a transfer out, in the order an order goes through them. */
+export const speiOrderStatuses = ["PENDIENTE", "ENVIADA", "LIQUIDADA", "DEVUELTA", "CANCELADA"] as const;
+
+const SpeiOrder = Type.Object({
+  id: Type.String({ format: "uuid" }),
+  card_id: OrNull(Type.String()),
+  tracking_key: Type.String(),
+  operation_date: Type.String(),
+  reference_operation: Type.String({ format: "uuid" }),
+  amount: Type.Number(),
+  commission: Type.Number(),
+  commission_type: Type.Literal("FLAT"),
+  iva: Type.Number(),
+  total: Type.Number({ description: "amount + commission + iva: what the payer was charged" }),
+  status: Type.Union(speiOrderStatuses.map((s) => Type.Literal(s))),
+  status_detail: OrNull(Type.String()),
+  return_cause: Type.Union([Type.Object({ code: Type.String(), description: Type.String() }), Type.Null()]),
+  ts_liquidacion: OrNull(Type.String()),
+  returned_at: OrNull(Type.String()),
+  beneficiary: Type.Object({
+    account: Type.String(),
+    account_type: Type.String(),
+    institution: KeyValue,
+    name: Type.String(),
+    rfc_curp: Type.String(),
+    email: Type.String(),
   }),
+  payment_concept: Type.String(),
+  numeric_reference: Type.String(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+export const SpeiOrderData = Type.Object({ transfer: SpeiOrder });
+
+const statusList = speiOrderStatuses.join("|");
+
+export const TransferListQuery = Type.Object(
+  {
+    status: Type.Optional(
+      Type.String({
+        maxLength: 200,
+        pattern: `^(${statusList})(,(${statusList}))*$`,
+        "x-message": `must be states separated by commas: ${speiOrderStatuses.join(", ")}`,
+        description: "Only transfers in these states, separated by commas",
+      }),
+    ),
+    client_id: Type.Optional(Uuid("Only this client's transfers (you or one of your sub-clients)")),
+    card_id: Type.Optional(Uuid("Only the transfers this card paid (yours or a sub-client's)")),
+    ...CreatedWindowQuery,
+    per_page: PageQuery.per_page,
+    cursor: CursorQuery("next_cursor of the previous page, with the same filters and per_page"),
+  },
+  { additionalProperties: false },
+);
+export type TransferListQueryType = Static<typeof TransferListQuery>;
+
+export const TransferListData = Type.Object({
+  transfers: Type.Array(SpeiOrder, { description: "Newest first (creation time, then id)" }),
+  per_page: Type.Integer(),
+  next_cursor: NextCursor(),
 });
 
 export const AbonoResultData = Type.Object({

@@ -3,7 +3,7 @@ import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   CreatedWebhookData,
@@ -34,10 +34,11 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         ...common,
+        operationId: "createWebhook",
         summary: "Register a webhook endpoint",
         description: "The response holds the signing secret; it is never shown again.",
         body: CreateWebhookBody,
-        response: responses(CreatedWebhookData),
+        response: responses(CreatedWebhookData, { headers: NoStoreHeader }),
       },
     },
     async (request, reply) =>
@@ -52,6 +53,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         ...common,
+        operationId: "listWebhooks",
         summary: "List your webhook endpoints and your sub-clients'",
         querystring: ListWebhooksQuery,
         response: responses(WebhookListData),
@@ -72,6 +74,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         ...common,
+        operationId: "getWebhook",
         summary: "A webhook endpoint's state and its latest deliveries",
         params: WebhookParams,
         response: responses(WebhookStateData),
@@ -85,6 +88,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         ...common,
+        operationId: "deleteWebhook",
         summary: "Delete a webhook endpoint",
         params: WebhookParams,
         response: responses(DeletedWebhookData),
@@ -98,6 +102,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     {
       schema: {
         ...common,
+        operationId: "enableWebhook",
         summary: "Enable a disabled webhook endpoint",
         params: WebhookParams,
         response: responses(WebhookData),
@@ -112,10 +117,11 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         ...common,
+        operationId: "rotateWebhookSecret",
         summary: "Replace the signing secret",
         description: `The new secret is shown once; the one it replaces also signs for ${limits.webhookSecretRotationGraceHours} hours (and those replaced before keep their own expiry). Idempotent with Idempotency-Key: a retry replays the rotation without its secret instead of rotating again.`,
         params: WebhookParams,
-        response: responses(RotatedSecretData),
+        response: responses(RotatedSecretData, { headers: NoStoreHeader }),
       },
     },
     async (request, reply) =>
@@ -131,6 +137,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         ...common,
+        operationId: "testWebhook",
         summary: "Send a webhook.test event to this endpoint",
         params: WebhookParams,
         response: responses(TestEventData),
@@ -149,6 +156,7 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       config: { idempotent: true },
       schema: {
         ...common,
+        operationId: "replayWebhookEvent",
         summary: "Send an event to this endpoint again, with its original webhook-id",
         params: WebhookParams,
         body: ReplayBody,
