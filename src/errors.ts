@@ -108,6 +108,11 @@ export const errors = {
     "The product requires the cardholder's rfc or curp, which is blank; use a product that allows it",
   ),
   cardExpired: def(5314, 422, "The card is past its expiry date (the end of its expiry month)"),
+  binExhausted: def(
+    5315,
+    422,
+    "Too few unused card numbers are left under the product's BIN for this quantity; mint fewer, or use a product with another BIN",
+  ),
   paymentInsufficientBalance: def(5401, 422, "Your main balance is not enough for this payment"),
   cardNotPayable: def(
     5402,

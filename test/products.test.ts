@@ -239,3 +239,37 @@ test("list: paginated, total counts everything visible", async () => {
     400,
   );
 });
+
+test("stock: a BIN whose numbers are used up answers 5315 and mints nothing", async () => {
+  const product = await createProduct(t, tenant);
+  await mintStock(t, tenant, product.id, 3);
+  // Every number drawn from now on is taken: the database skips each new card of this product, as
+  // the unique fingerprint skips a number another product on the BIN already holds.
+  const name = `taken_${product.id.replaceAll("-", "")}`;
+  await sql
+    .raw(
+      `create function ${name}() returns trigger language plpgsql as $$
+         begin if new.product_id = '${product.id}' then return null; end if; return new; end $$`,
+    )
+    .execute(t.ctx.db);
+  await sql
+    .raw(`create trigger ${name} before insert on cards for each row execute function ${name}()`)
+    .execute(t.ctx.db);
+  try {
+    expectError(
+      await call(t.app, "POST", `/v1/products/${product.id}/stock`, {
+        token: tenant.token,
+        body: { quantity: 5 },
+      }),
+      5315,
+      422,
+    );
+  } finally {
+    await sql.raw(`drop trigger ${name} on cards`).execute(t.ctx.db);
+    await sql.raw(`drop function ${name}()`).execute(t.ctx.db);
+  }
+  const got = expectOk(
+    await call<Products>(t.app, "GET", `/v1/products/${product.id}`, { token: tenant.token }),
+  );
+  assert.equal(got.products.detail[0]?.stock_cards, 3);
+});

@@ -124,8 +124,9 @@ export async function mintStock(
         minted += await insertCards(ctx, tx, product, Math.min(500, quantity - start), expiresOn);
       }
     }
-    if (minted < quantity)
-      throw new Error(`could not draw ${quantity} unique card numbers from BIN ${product.bin}`);
+    // Numbers are unique across every product on the BIN (an 8-digit BIN has 10^7): one nearly
+    // used up fails the draws, and the transaction rolls back what was minted.
+    if (minted < quantity) throw new AppError(errors.binExhausted);
     const after = await visibleOrThrow(tx, caller, productId);
     return { status: 200, body: ok({ minted, products: { total: 1, detail: [presentProduct(after)] } }) };
   });
