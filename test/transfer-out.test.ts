@@ -267,6 +267,28 @@ test("a settled order can still be returned by the receiving bank; the refund is
     assert.deepEqual(applied.transfer.return_cause, shown);
     assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
   }
+  // The rail may date an order sent after its cut-off, or on a non-business day, with the next
+  // business day: the key, which carries the date Emisor sent it on, still finds the order.
+  // Regression (audit): such a callback answered 3502 forever and a return never refunded.
+  const late = await order(payer, 5000n, 0n);
+  await dispatch();
+  await speiSimulator(t).flush();
+  const nextDay = new Date(Date.parse(`${late.operationDate}T12:00:00Z`) + 86_400_000)
+    .toISOString()
+    .slice(0, 10);
+  const returnedLate = expectOk(
+    await postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: late.trackingKey,
+      FechaOperacion: nextDay.replace(/-/g, ""),
+      Estado: "DEVOLUCION",
+      CausaDevolucion: "01",
+    }),
+  ) as { applied: boolean; transfer: { id: string; status: string } };
+  assert.deepEqual(
+    [returnedLate.applied, returnedLate.transfer.id, returnedLate.transfer.status],
+    [true, late.id, "DEVUELTA"],
+  );
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
   expectError(
     await postSigned(t, "/v1/rails/spei/order-state", {
       ClaveRastreo: "NOSUCHKEY1",

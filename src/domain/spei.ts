@@ -68,6 +68,12 @@ export function newTrackingKey(operationDate: string): string {
   return `EMS${operationDate.replace(/-/g, "")}${random}`;
 }
 
+/** The operation date (YYYY-MM-DD) a key of `newTrackingKey` carries; undefined for any other key. */
+export function trackingKeyDate(key: string): string | undefined {
+  const found = /^EMS(\d{4})(\d{2})(\d{2})[0-9A-Z]{12}$/.exec(key);
+  return found ? `${found[1]}-${found[2]}-${found[3]}` : undefined;
+}
+
 export function isTrackingKey(key: string): boolean {
   return new RegExp(`^[0-9A-Za-z]{1,${trackingKeyLengthMax}}$`).test(key);
 }

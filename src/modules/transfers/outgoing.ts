@@ -4,7 +4,7 @@ import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
-import { newTrackingKey, operationDateOf } from "../../domain/spei.ts";
+import { newTrackingKey, operationDateOf, trackingKeyDate } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
@@ -160,10 +160,21 @@ async function insertWithFreshTrackingKey(
 
 export type StateChangeOutcome = { applied: boolean; order: repo.SpeiOrderRow } | undefined;
 
-/** Applies a rail state change in its own transaction; undefined when no order has that key. */
+/**
+ * Applies a rail state change in its own transaction; undefined when no order has that key. The
+ * order is found by the callback's (FechaOperacion, ClaveRastreo), or else by the key alone: the
+ * rail may give an order sent after its cut-off, or on a non-business day, the next business day
+ * as its operation date, while the order keeps the date Emisor sent it on, which its key carries
+ * (`newTrackingKey`) and which makes the key unique by itself.
+ */
 export async function applySpeiStateChange(db: Db, change: SpeiStateChange): Promise<StateChangeOutcome> {
   return db.transaction().execute(async (tx) => {
-    const order = await repo.lockOrderByTrackingKey(tx, change.operationDate, change.trackingKey);
+    const keysDate = trackingKeyDate(change.trackingKey);
+    const order =
+      (await repo.lockOrderByTrackingKey(tx, change.operationDate, change.trackingKey)) ??
+      (keysDate && keysDate !== change.operationDate
+        ? await repo.lockOrderByTrackingKey(tx, keysDate, change.trackingKey)
+        : undefined);
     if (!order) return undefined;
     const applied = await applyStateChangeTx(tx, order, change);
     const after = await repo.findOrderById(tx, order.id);
