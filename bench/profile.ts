@@ -80,7 +80,7 @@ async function main(): Promise<void> {
             pgs,
             database,
             benchMasterKey,
-            await seed.systemPublicKey(pgs, database),
+            await seed.systemPublicKey(server.url, root.token),
             cards,
           )
         : cards.map((card) => card.id);

@@ -274,7 +274,7 @@ async function runScenarios(
   const clientCards = await seed.seedCards(base, root, size.clients * size.clientCards, {
     forClients: clients.map((c) => c.clientId),
   });
-  const publicPem = await seed.systemPublicKey(pgs, appDb);
+  const publicPem = await seed.systemPublicKey(base, root.token);
   const ciphered = await seed.cipheredPans(pgs, appDb, benchMasterKey, publicPem, hot);
   const transferCards = hot.slice(0, Math.min(100, hot.length));
   await seed.pool(transferCards, 8, (card) => seed.pay(base, root.token, card.id, 100_000));

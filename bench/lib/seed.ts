@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { promisify } from "node:util";
 import { deriveKeyRing, parseMasterKey } from "../../src/crypto/keys.ts";
 import { encryptFor } from "../../src/crypto/rsa.ts";
@@ -84,19 +84,24 @@ export async function createTenantWithCli(
   );
   const created = JSON.parse(stdout) as { client_id: string; api_key: string; password: string };
   const token = await login(base, created.api_key, created.password);
+  return {
+    clientId: created.client_id,
+    apiKey: created.api_key,
+    password: created.password,
+    token,
+    clabe: await collectionClabe(base, token),
+  };
+}
+
+/** The caller's first collection CLABE. */
+export async function collectionClabe(base: string, token: string): Promise<string> {
   const collection = await api<{ collection_accounts: Array<{ clabe: string }> }>(
     base,
     "GET",
     "/v1/transfer/clabe/collection",
     token,
   );
-  return {
-    clientId: created.client_id,
-    apiKey: created.api_key,
-    password: created.password,
-    token,
-    clabe: collection.collection_accounts[0]?.clabe ?? "",
-  };
+  return collection.collection_accounts[0]?.clabe ?? "";
 }
 
 export interface SeededCard {
@@ -204,9 +209,22 @@ export async function pay(base: string, token: string, cardId: string, amount: n
   });
 }
 
-export async function systemPublicKey(pgs: Postgres, database: string): Promise<string> {
-  const [row] = await pgs.sql<{ pem: string }>(database, "select public_key_pem as pem from system_keys");
-  return row?.pem ?? "";
+/**
+ * The system's public key, which card numbers and PINs are ciphered under (contract 4.1), as an
+ * integrator gets it: Emisor answers it to an API key that registered a public key of its own.
+ */
+export async function systemPublicKey(base: string, token: string): Promise<string> {
+  const { publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  await api(base, "POST", "/v1/clients/api_key/public_key", token, {
+    public_key: publicKey.export({ type: "spki", format: "pem" }).toString(),
+  });
+  const keys = await api<{ system: { public_key: string } }>(
+    base,
+    "GET",
+    "/v1/clients/api_key/public_key",
+    token,
+  );
+  return keys.system.public_key;
 }
 
 export async function setPins(

@@ -1,4 +1,3 @@
-import type { Postgres } from "../../bench/lib/pg.ts";
 import { systemAccounts } from "../../src/ledger/accounts.ts";
 import { readSpeiJournal, type SpeiJournalRecord } from "../../src/rails/spei/simulator.ts";
 import type { Answer, Session } from "./client.ts";
@@ -8,6 +7,14 @@ import type { Answer, Session } from "./client.ts";
  * during the run (one snapshot per statement) and after it.
  */
 export type Violations = string[];
+
+/**
+ * SQL on the service's database: the PostgreSQL server (bench/lib/pg.ts's Postgres), or the
+ * embedded engine's data directory, opened while Emisor is stopped (embedded.ts).
+ */
+export interface Books {
+  sql<T = Record<string, unknown>>(database: string, text: string, values?: unknown[]): Promise<T[]>;
+}
 
 export interface OpRecord {
   kind: "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime";
@@ -25,8 +32,8 @@ export interface OpRecord {
 }
 
 /** The ledger at one instant (one statement is one snapshot): balanced, summing to zero, not overdrawn. */
-export async function checkSnapshot(pgs: Postgres, database: string): Promise<Violations> {
-  const [row] = await pgs.sql<{ total: string; negative: number; unbalanced: number; drift: number }>(
+export async function checkSnapshot(books: Books, database: string): Promise<Violations> {
+  const [row] = await books.sql<{ total: string; negative: number; unbalanced: number; drift: number }>(
     database,
     `select (select coalesce(sum(balance_cents), 0) from ledger_accounts)::text as total,
             (select count(*) from ledger_accounts where not allow_negative and balance_cents < 0)::int as negative,
@@ -52,7 +59,7 @@ export interface AfterRunReport {
 
 /** Every check after the run; `fundedCents` is what the sandbox funded (tenant creation). */
 export async function checkAfterRun(
-  pgs: Postgres,
+  books: Books,
   database: string,
   ops: OpRecord[],
   journalPath: string,
@@ -66,12 +73,12 @@ export async function checkAfterRun(
   };
 
   // The books.
-  for (const v of await checkSnapshot(pgs, database)) violations.push(v);
+  for (const v of await checkSnapshot(books, database)) violations.push(v);
   checks += 4;
 
   // Exactly once: each operation's effect, found by its marker, exists once if it was answered
   // 2xx and never twice whatever happened (dropped, retried, crashed).
-  const effects = await effectCounts(pgs, database);
+  const effects = await effectCounts(books, database);
   for (const op of ops) {
     if (op.kind === "return") continue;
     const found = effects.get(op.marker) ?? { all: 0, live: 0, cents: 0n };
@@ -94,19 +101,19 @@ export async function checkAfterRun(
       );
     if (!op.answer) violations.push(`${op.kind} ${op.key} was never answered`);
   }
-  const [reversals] = await pgs.sql<{ n: number }>(
+  const [reversals] = await books.sql<{ n: number }>(
     database,
     "select count(*)::int as n from (select reverses_id from journal_entries where reverses_id is not null group by 1 having count(*) > 1) d",
   );
   check(reversals?.n === 0, `${reversals?.n} entries reversed more than once`);
-  const [keys] = await pgs.sql<{ n: number }>(
+  const [keys] = await books.sql<{ n: number }>(
     database,
     "select count(*)::int as n from (select api_key_id, key from idempotency_keys group by 1, 2 having count(*) > 1) d",
   );
   check(keys?.n === 0, `${keys?.n} idempotency keys stored twice`);
 
   // Money in minus money out equals what clients and cards hold, in integer centavos.
-  const [money] = await pgs.sql<Record<string, string>>(
+  const [money] = await books.sql<Record<string, string>>(
     database,
     `select (select coalesce(sum(balance_cents), 0) from ledger_accounts where kind in ('CLIENT_MAIN', 'CARD'))::text as held,
             (select -balance_cents from ledger_accounts where id = $1)::text as funded,
@@ -133,7 +140,7 @@ export async function checkAfterRun(
   );
 
   // Outgoing SPEI against the rail's own record.
-  const spei = await checkSpei(pgs, database, readSpeiJournal(journalPath));
+  const spei = await checkSpei(books, database, readSpeiJournal(journalPath));
   violations.push(...spei.violations);
   checks += spei.checks;
   return {
@@ -146,10 +153,10 @@ export async function checkAfterRun(
 }
 
 async function effectCounts(
-  pgs: Postgres,
+  books: Books,
   database: string,
 ): Promise<Map<string, { all: number; live: number; cents: bigint }>> {
-  const rows = await pgs.sql<{ marker: string; all: number; live: number; cents: string }>(
+  const rows = await books.sql<{ marker: string; all: number; live: number; cents: string }>(
     database,
     `select e.description as marker, count(*)::int as all, count(*)::int as live,
             coalesce(sum((select p.amount_cents from postings p where p.entry_id = e.id and p.amount_cents > 0 limit 1)), 0)::text as cents
@@ -174,7 +181,7 @@ async function effectCounts(
  * amount), every order the rail holds is one of Emisor's, an order Emisor calls settled was
  * settled by the rail, and nothing is still in flight.
  */
-async function checkSpei(pgs: Postgres, database: string, journal: SpeiJournalRecord[]) {
+async function checkSpei(books: Books, database: string, journal: SpeiJournalRecord[]) {
   const violations: Violations = [];
   let checks = 0;
   const check = (ok: boolean, message: string) => {
@@ -192,7 +199,7 @@ async function checkSpei(pgs: Postgres, database: string, journal: SpeiJournalRe
       accepted.set(record.key, record);
     }
   }
-  const orders = await pgs.sql<{ key: string; status: string; cents: string; detail: string | null }>(
+  const orders = await books.sql<{ key: string; status: string; cents: string; detail: string | null }>(
     database,
     `select to_char(operation_date, 'YYYY-MM-DD') || '|' || tracking_key as key, status, amount_cents::text as cents,
             state_detail as detail from spei_orders`,

@@ -13,10 +13,16 @@ export class EmisorProcess {
   readonly #log: WriteStream;
   #child: ChildProcess | undefined;
   #expectingExit = false;
+  #banner = "";
 
   constructor(env: Record<string, string>, logFile: string) {
     this.#env = env;
     this.#log = createWriteStream(logFile, { flags: "a" });
+  }
+
+  /** What the last start printed up to its login line (the first start's shows the sandbox tenant). */
+  get banner(): string {
+    return this.#banner;
   }
 
   get running(): boolean {
@@ -55,6 +61,7 @@ export class EmisorProcess {
         output += chunk.toString();
         if (/Log in:\n.*curl.*\n/.test(output)) {
           clearTimeout(timer);
+          this.#banner = output;
           child.stdout?.off("data", onData);
           // pino writes the structured log to stdout.
           child.stdout?.pipe(this.#log, { end: false });

@@ -8,6 +8,9 @@
  *
  *   npm run test:chaos            full: >= 20 crash cycles and >= 10,000 retries (minutes)
  *   npm run test:chaos -- --ci    bounded: >= 30 s of load, at least one crash of each kind
+ *   ... -- --pglite               on the embedded engine instead: Emisor runs on a data directory
+ *                                 (the database inside its process), so the fault is SIGKILL of
+ *                                 both; the books are checked between each kill and the restart
  *
  * Prints the counts as its last lines; exits 1 on any violation.
  */
@@ -20,12 +23,14 @@ import { Postgres } from "../../bench/lib/pg.ts";
 import * as seed from "../../bench/lib/seed.ts";
 import { buildClabe } from "../../src/domain/clabe.ts";
 import { subclientBody } from "../helpers/people.ts";
-import { checkAfterRun, checkSnapshot, type OpRecord, type Violations } from "./checks.ts";
+import { type Books, checkAfterRun, checkSnapshot, type OpRecord, type Violations } from "./checks.ts";
 import { type Answer, CarefulClient, type Session } from "./client.ts";
 import { freePort, PrivateCluster } from "./cluster.ts";
+import { withEmbeddedBooks } from "./embedded.ts";
 import { EmisorProcess } from "./emisor.ts";
 
 const ci = process.argv.includes("--ci");
+const embedded = process.argv.includes("--pglite");
 const plan = ci
   ? { minSeconds: 35, maxSeconds: 120, cycles: 2, eachKind: 1, retries: 0, abort: 0.1, gapMs: [3000, 6000] }
   : {
@@ -46,7 +51,6 @@ const say = (text: string) =>
 interface Tenant {
   name: string;
   session: Session;
-  clientId: string;
   clabe: string;
   cards: string[];
   orders: string[];
@@ -63,8 +67,14 @@ const weights: Array<[Kind, number]> = [
 ];
 const tag = randomBytes(3).toString("hex").toUpperCase();
 const beneficiaryClabe = buildClabe("012", "180", 123456n);
-/** The initial funding of the tenants created here, in centavos (plus the first-start tenant's). */
+/**
+ * What the sandbox funds: on PostgreSQL, the first start's tenant and the two created here with the
+ * CLI; on the embedded engine, whose directory the CLI cannot open while the service runs, the
+ * first start's tenant alone (the second tenant is its sub-client, funded by it).
+ */
 const tenantFundingPesos = 1_000_000;
+const fundedTenants = embedded ? 1n : 3n;
+const subTenantFundingPesos = 300_000;
 
 const cents = (pesos: number) => BigInt(Math.round(pesos * 100));
 const randomPesos = (min: number, max: number) => Math.round((min + Math.random() * (max - min)) * 100) / 100;
@@ -153,29 +163,37 @@ let emisor: EmisorProcess | undefined;
 async function main(): Promise<number> {
   const violations: Violations = [];
   const work = mkdtempSync(path.join(tmpdir(), "emisor-chaos-"));
-  say(`${ci ? "CI" : "full"} run; files in ${work}`);
+  say(
+    `${ci ? "CI" : "full"} run on ${embedded ? "the embedded engine (PGlite)" : "PostgreSQL"}; files in ${work}`,
+  );
   say("build");
   execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
-  say("private PostgreSQL cluster");
-  const cluster = await PrivateCluster.create();
+  if (!embedded) say("private PostgreSQL cluster");
+  const cluster = embedded ? undefined : await PrivateCluster.create();
   // Interrupted (Ctrl-C, a CI timeout): the private cluster and Emisor must not outlive the test.
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.once(signal, () => {
       void emisor
         ?.kill()
         .catch(() => {})
-        .then(() => cluster.destroy())
+        .then(() => cluster?.destroy())
         .finally(() => process.exit(130));
     });
   }
-  const pgs = new Postgres(cluster.url);
+  const pgs = cluster && new Postgres(cluster.url);
   const database = "emisor";
-  await pgs.sql("postgres", `create database ${database}`);
+  if (pgs) await pgs.sql("postgres", `create database ${database}`);
+  const dataDir = path.join(work, "data");
+  /** The books: PostgreSQL's at any time; the embedded directory's only while Emisor is stopped. */
+  const readBooks = <T>(use: (books: Books) => Promise<T>): Promise<T> =>
+    pgs ? use(pgs) : withEmbeddedBooks(dataDir, use);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const journal = path.join(work, "spei-simulator.jsonl");
   const env = {
-    DATABASE_URL: pgs.urlOf(database),
+    ...(pgs
+      ? { DATABASE_URL: pgs.urlOf(database), EMISOR_DB_QUERY_TIMEOUT_MS: "5000" }
+      : { DATABASE_URL: "", EMISOR_DATA_DIR: dataDir }),
     PORT: String(port),
     EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
     EMISOR_SPEI_WEBHOOK_SECRET: "chaos-rail-secret",
@@ -184,7 +202,6 @@ async function main(): Promise<number> {
     EMISOR_SIM_SPEI_JOURNAL: journal,
     EMISOR_SIM_AIRTIME_DELAY_MS: "50",
     EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY: "0.1",
-    EMISOR_DB_QUERY_TIMEOUT_MS: "5000",
     EMISOR_RATE_LIMIT_PER_SECOND: "0",
     LOG_LEVEL: process.env.CHAOS_LOG_LEVEL || "warn",
   };
@@ -195,26 +212,10 @@ async function main(): Promise<number> {
   const ops: OpRecord[] = [];
   try {
     await emisor.start();
-    say("seed: tenants (CLI), cards with PINs, through the API");
-    const tenants: Tenant[] = [];
-    const publicPem = await seed.systemPublicKey(pgs, database);
-    for (const name of ["A", "B"]) {
-      const created = await seed.createTenantWithCli(env, base, `${tenantFundingPesos}.00`);
-      const session: Session = {
-        token: created.token,
-        login: () => seed.login(base, created.apiKey, created.password),
-      };
-      const cards = await seed.seedCards(base, created, 12, { commission: 5 });
-      await seed.setPins(base, created.token, publicPem, cards, "4821");
-      tenants.push({
-        name,
-        session,
-        clientId: created.clientId,
-        clabe: created.clabe,
-        cards: cards.map((c) => c.id),
-        orders: [],
-      });
-    }
+    say(
+      `seed: tenants (${embedded ? "the first start's and its sub-client" : "CLI"}), cards with PINs, through the API`,
+    );
+    const tenants = embedded ? await seedEmbedded(base, emisor.banner) : await seedServer(env, base);
 
     let loadOver = false;
     let giveUpAt = Number.POSITIVE_INFINITY;
@@ -259,7 +260,7 @@ async function main(): Promise<number> {
     const snapshots = async () => {
       while (!loadOver) {
         await sleep(2000);
-        const outcome = await checkSnapshot(pgs, database).catch(() => undefined);
+        const outcome = await readBooks((books) => checkSnapshot(books, database)).catch(() => undefined);
         if (!outcome) counts.snapshotsSkipped += 1;
         else {
           counts.snapshots += 1;
@@ -273,7 +274,8 @@ async function main(): Promise<number> {
     const running = [
       ...Array.from({ length: workers }, worker),
       ...Array.from({ length: readers }, reader),
-      snapshots(),
+      // The embedded directory cannot be opened while Emisor runs: checked after each kill instead.
+      ...(embedded ? [] : [snapshots()]),
     ];
     let turn = 0;
     const enough = () => {
@@ -282,7 +284,8 @@ async function main(): Promise<number> {
       return (
         seconds >= plan.minSeconds &&
         crashes.emisorKilled + crashes.postgresRestarted >= plan.cycles &&
-        Math.min(crashes.emisorKilled, crashes.postgresRestarted) >= plan.eachKind &&
+        Math.min(crashes.emisorKilled, embedded ? plan.eachKind : crashes.postgresRestarted) >=
+          plan.eachKind &&
         client.stats.retries >= plan.retries
       );
     };
@@ -292,18 +295,25 @@ async function main(): Promise<number> {
       // Alternate, with a coin now and then, so neither kind starves.
       const killEmisor = turn % 2 === 0 ? Math.random() < 0.8 : Math.random() < 0.2;
       turn += 1;
-      if (killEmisor) {
+      if (embedded) {
+        await emisor.kill();
+        crashes.emisorKilled += 1;
+        // The directory as the next start finds it: recovered, balanced, exactly as answered.
+        violations.push(...(await readBooks((books) => checkSnapshot(books, database))));
+        counts.snapshots += 1;
+        await emisor.start();
+      } else if (killEmisor) {
         await emisor.kill();
         crashes.emisorKilled += 1;
         await sleep(Math.random() * 500);
         await emisor.start();
       } else {
-        await cluster.restartImmediate();
+        await cluster?.restartImmediate();
         crashes.postgresRestarted += 1;
       }
       if (!emisor.running) await emisor.start();
       say(
-        `crashes: Emisor ${crashes.emisorKilled}, PostgreSQL ${crashes.postgresRestarted}; ops ${ops.length}, retries ${client.stats.retries}, dropped ${client.stats.aborted}`,
+        `crashes: Emisor ${crashes.emisorKilled}${embedded ? "" : `, PostgreSQL ${crashes.postgresRestarted}`}; ops ${ops.length}, retries ${client.stats.retries}, dropped ${client.stats.aborted}`,
       );
     }
     say("faults over; every operation retried until answered");
@@ -313,7 +323,20 @@ async function main(): Promise<number> {
     const loadSeconds = Math.round((Date.now() - loadStarted) / 1000);
 
     say("quiesce: rails settle, pending top-ups recover");
-    await waitQuiet(pgs, database, 180_000, violations);
+    await waitQuiet(
+      embedded
+        ? () => inFlightByApi(client, tenants, ops)
+        : () =>
+            readBooks((books) =>
+              books.sql<{ n: number }>(
+                database,
+                `select (select count(*) from spei_orders where status in ('PENDIENTE', 'ENVIADA'))::int
+                      + (select count(*) from airtime_topups where status = 'PENDING')::int as n`,
+              ),
+            ).then(([row]) => row?.n ?? -1),
+      180_000,
+      violations,
+    );
     const sample = ops
       .filter((op) => op.answer && op.answer.status < 300 && op.kind !== "airtime")
       .slice(-300);
@@ -328,9 +351,11 @@ async function main(): Promise<number> {
       if (result) violations.push(`replay of ${op.kind} ${op.key}: ${result}`);
 
     say("checks");
-    const report = await checkAfterRun(pgs, database, ops, journal, {
-      fundedCents: cents(tenantFundingPesos) * 3n,
-    });
+    const report = await readBooks((books) =>
+      checkAfterRun(books, database, ops, journal, {
+        fundedCents: cents(tenantFundingPesos) * fundedTenants,
+      }),
+    );
     violations.push(...report.violations);
     const byKind = new Map<string, { ok: number; rejected: number; unanswered: number }>();
     const rejections = new Map<string, number>();
@@ -354,41 +379,107 @@ async function main(): Promise<number> {
       `4xx answers by code (expected business refusals: insufficient balance, order already final): ${[...rejections].map(([r, n]) => `${r} x${n}`).join(", ") || "none"}`,
       `requests: ${client.stats.requests}; retries: ${client.stats.retries} (dropped by the client mid-request ${client.stats.aborted}, network errors ${client.stats.networkErrors}, 5xx ${client.stats.status5xx}, re-logins ${client.stats.reLogins})`,
       `reads: ${counts.reads - counts.readFailures} answered 200 (${counts.readFailures} more attempts unanswered or non-200 while a crash was under way); replays checked: ${sample.length}`,
-      `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
+      embedded
+        ? `crashes survived: Emisor with its embedded engine SIGKILL ${crashes.emisorKilled}`
+        : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
       `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
-      `invariants: ${counts.snapshots} snapshots during the run (${counts.snapshotsSkipped} skipped: database away), ${report.checks} checks after it; violations: ${violations.length}`,
+      embedded
+        ? `invariants: the books checked after each of the ${counts.snapshots} kills, before the restart; ${report.checks} checks after the run; violations: ${violations.length}`
+        : `invariants: ${counts.snapshots} snapshots during the run (${counts.snapshotsSkipped} skipped: database away), ${report.checks} checks after it; violations: ${violations.length}`,
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
     return violations.length === 0 ? 0 : 1;
   } finally {
     await emisor.kill().catch(() => {});
     emisor.close();
-    await cluster.destroy();
+    await cluster?.destroy();
     if (violations.length === 0) rmSync(work, { recursive: true, force: true });
     else process.stdout.write(`logs kept in ${work}\n`);
   }
 }
 
-/** Waits until no transfer out is in flight and no top-up is pending. */
-async function waitQuiet(pgs: Postgres, database: string, timeoutMs: number, violations: Violations) {
+/** Waits until `inFlight` (transfers out in flight plus pending top-ups) counts none. */
+async function waitQuiet(inFlight: () => Promise<number>, timeoutMs: number, violations: Violations) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const [row] = await pgs
-      .sql<{ n: number }>(
-        database,
-        `select (select count(*) from spei_orders where status in ('PENDIENTE', 'ENVIADA'))::int
-              + (select count(*) from airtime_topups where status = 'PENDING')::int as n`,
-      )
-      .catch(() => [{ n: -1 }]);
-    if (row?.n === 0) return;
+    const n = await inFlight().catch(() => -1);
+    if (n === 0) return;
     if (Date.now() > deadline) {
-      violations.push(
-        `${row?.n} transfers out or top-ups still in flight ${timeoutMs / 1000} s after the faults`,
-      );
+      violations.push(`${n} transfers out or top-ups still in flight ${timeoutMs / 1000} s after the faults`);
       return;
     }
     await sleep(1000);
   }
+}
+
+/**
+ * What is in flight, as an integrator sees it: the first tenant's transfers out still PENDIENTE or
+ * ENVIADA (its listing covers the second tenant, its sub-client), and the top-ups answered
+ * PENDING that still are. -1 while an answer is missing.
+ */
+async function inFlightByApi(client: CarefulClient, tenants: Tenant[], ops: OpRecord[]): Promise<number> {
+  const [first] = tenants;
+  if (!first) return 0;
+  const orders = await client.attempt(
+    "GET",
+    "/v1/transfer/cards?status=PENDIENTE,ENVIADA&per_page=100",
+    first.session.token,
+    undefined,
+    undefined,
+    false,
+  );
+  if (orders?.status !== 200) return -1;
+  let n = (orders.body.data as { transfers: unknown[] }).transfers.length;
+  for (const op of ops) {
+    const topup = (op.answer?.body.data as { topup?: { id: string; status: string } } | undefined)?.topup;
+    if (op.kind !== "airtime" || topup?.status !== "PENDING") continue;
+    const now = await client.attempt(
+      "GET",
+      `/v1/airtime/topups/${topup.id}`,
+      op.session.token,
+      undefined,
+      undefined,
+      false,
+    );
+    if (now?.status !== 200) return -1;
+    if ((now.body.data as { topup: { status: string } }).topup.status === "PENDING") n += 1;
+  }
+  return n;
+}
+
+/** Two tenants of their own, created with the CLI against the same database (PostgreSQL). */
+async function seedServer(env: Record<string, string>, base: string): Promise<Tenant[]> {
+  const tenants: Tenant[] = [];
+  for (const name of ["A", "B"]) {
+    const created = await seed.createTenantWithCli(env, base, `${tenantFundingPesos}.00`);
+    tenants.push(await withCards(name, base, created, created.clabe));
+  }
+  return tenants;
+}
+
+/** The first start's sandbox tenant (from the banner) and a funded sub-client of it. */
+async function seedEmbedded(base: string, banner: string): Promise<Tenant[]> {
+  const found = /api_key: +(\S+)\n +password: +(\S+)\n +collection CLABE: +(\d{18})/.exec(banner);
+  if (!found?.[1] || !found[2] || !found[3]) throw new Error(`no sandbox tenant in the banner:\n${banner}`);
+  const [, apiKey, password, clabe] = found;
+  const first = { clientId: "", apiKey, password, token: await seed.login(base, apiKey, password) };
+  const [sub] = await seed.seedSubclients(base, first, 1, subTenantFundingPesos);
+  if (!sub) throw new Error("no sub-client");
+  return [
+    await withCards("A", base, first, clabe),
+    await withCards("B", base, sub, await seed.collectionClabe(base, sub.token)),
+  ];
+}
+
+/** A tenant of the test: 12 active cards with PIN 4821, on a product with a transfer commission. */
+async function withCards(name: string, base: string, client: seed.Client, clabe: string): Promise<Tenant> {
+  const session: Session = {
+    token: client.token,
+    login: () => seed.login(base, client.apiKey, client.password),
+  };
+  const cards = await seed.seedCards(base, client, 12, { commission: 5 });
+  await seed.setPins(base, client.token, await seed.systemPublicKey(base, client.token), cards, "4821");
+  return { name, session, clabe, cards: cards.map((c) => c.id), orders: [] };
 }
 
 /** The same key and body again: the stored answer, marked replayed, and no new effect. */
