@@ -119,6 +119,8 @@ export const errors = {
     422,
     "The card cannot receive payments in its status (only NEED_ACTIVATION or ACTIVE)",
   ),
+  cardUnloadExceedsBalance: def(5403, 422, "The amount to unload is more than the card's balance"),
+  cardBalanceEmpty: def(5404, 422, "The card's balance is 0.00: there is nothing to unload"),
   speiInsufficientFunds: def(
     5501,
     422,

@@ -436,6 +436,7 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
     (operation(path, method).parameters ?? []).some((p) => p.in === "header" && p.name === "idempotency-key");
   const keyedOperations: Array<[string, string]> = [
     ["/v1/cards/payment", "post"],
+    ["/v1/cards/unload", "post"],
     ["/v1/transfer/cards", "post"],
     ["/v1/airtime/topup", "post"],
     ["/v1/cardholders", "post"],
@@ -448,6 +449,7 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
   const bodyOf = (path: string, method: string) =>
     operation(path, method).requestBody?.content["application/json"]?.schema.properties ?? {};
   assert.equal(bodyOf("/v1/cards/payment", "post").amount?.maximum, 10_000_000);
+  assert.equal(bodyOf("/v1/cards/unload", "post").amount?.maximum, 10_000_000);
   assert.equal(bodyOf("/v1/transfer/cards", "post").amount?.maximum, 10_000_000);
   assert.equal(bodyOf("/v1/clients", "post").available?.maximum, 1_000_000_000);
   assert.equal(bodyOf("/v1/cardholders", "post").gross_monthly_income?.maximum, 100_000_000);
@@ -503,6 +505,7 @@ test("every operation of the OpenAPI document has its own operationId, in lowerC
     activateCard: "POST /v1/cards/activate",
     listCardMovements: "GET /v1/cards/{id}/movements",
     createPayment: "POST /v1/cards/payment",
+    unloadCard: "POST /v1/cards/unload",
     createTransfer: "POST /v1/transfer/cards",
     createAirtimeTopup: "POST /v1/airtime/topup",
     deleteWebhook: "DELETE /v1/webhooks/{id}",
@@ -562,6 +565,7 @@ test("the OpenAPI document states the headers the service sends and reads, where
     "createAirtimeTopup",
     "createCardholder",
     "assignCard",
+    "unloadCard",
   ]) {
     assert.ok(headersOf(id, "200").includes("Idempotent-Replayed"), id);
   }
@@ -583,6 +587,7 @@ test("the OpenAPI document states the headers the service sends and reads, where
       "simulateFunding",
       "simulateIncomingTransfer",
       "simulateTransferReturn",
+      "unloadCard",
     ],
   );
   assert.deepEqual(headersOf("login", "429"), ["Retry-After"]);

@@ -247,6 +247,11 @@ const matrix: Record<string, Attempts> = {
       "/v1/cards/payment",
       cardForms(x, (n) => ({ card_number: n, amount: 1, payment_description: "x", ...where })),
     ),
+  "POST /v1/cards/unload": (_, x) =>
+    onUrl(
+      "/v1/cards/unload",
+      cardForms(x, (n) => ({ card_number: n, amount: 1 })),
+    ),
   "GET /v1/clients/{id}": (_, x) => one("client", `/v1/clients/${x.tenant.clientId}`, notFound.client),
   "PUT /v1/clients/{id}/status": (_, x) =>
     one("client", `/v1/clients/${x.tenant.clientId}/status`, notFound.client, { status: "DISABLED" }),
@@ -453,6 +458,14 @@ test("a parent acts on its sub-client's resources where the contract allows", as
       body: { card_number: c.cipheredPan, status: "TEMPORARY_INACTIVE", reason: "LOST", ...where },
     }),
   );
+  // An unload of the sub-client's card by the parent: the money goes to the sub-client's balance.
+  const unloaded = expectOk(
+    await call<{ client: { id: string; available: number } }>(t.app, "POST", "/v1/cards/unload", {
+      token: a.tenant.token,
+      body: { card_number: b.cipheredPan, amount: 1 },
+    }),
+  );
+  assert.equal(unloaded.client.id, b.tenant.clientId);
   // And a sub-client still never acts on its parent, even by a resource id it was shown.
   assert.equal(
     (await call(t.app, "GET", `/v1/clients/${a.tenant.clientId}`, { token: c.tenant.token })).status,

@@ -19,6 +19,8 @@ import {
   MovementsQuery,
   SensitiveCardData,
   SetPinBody,
+  UnloadBody,
+  UnloadData,
 } from "./schemas.ts";
 import {
   activateCard,
@@ -30,6 +32,7 @@ import {
   revealCard,
   setPin,
 } from "./service.ts";
+import { unloadCard } from "./unload.ts";
 
 const tags = ["cards"];
 
@@ -110,6 +113,27 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       },
     },
     async (request) => ok(await setPin(ctx, request.caller, request.body.card_number, request.body.pin)),
+  );
+
+  app.post<{ Body: Static<typeof UnloadBody> }>(
+    "/v1/cards/unload",
+    {
+      // The card number may be ciphered: the service completes the key's fingerprint with the card
+      // it names (IdempotencyDraft), as a payment does.
+      config: { idempotent: true, cipheredFields: ["card_number"], rateLimited: true },
+      schema: {
+        tags,
+        operationId: "unloadCard",
+        summary: "Move money from a card back to its client's main balance",
+        description:
+          "The card's client (you or a sub-client) gets the money in its main balance, whoever calls. Any status: NEED_ACTIVATION, ACTIVE, TEMPORARY_INACTIVE, CANCELED, and expired cards. Without amount, the card's whole balance. More than the balance: 5403; a balance of 0.00: 5404. Nothing is written when refused.",
+        security: bearerAuth,
+        body: UnloadBody,
+        response: responses(UnloadData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(reply, await unloadCard(ctx, request.caller, request.body, request.idempotencyDraft)),
   );
 
   app.get<{ Querystring: Static<typeof ListCardsQuery> }>(

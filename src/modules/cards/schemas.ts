@@ -7,6 +7,7 @@ import {
   NextCursor,
   OrNull,
   PageQuery,
+  Pesos,
   Text,
   Uuid,
 } from "../../http/schemas.ts";
@@ -217,5 +218,38 @@ export const CardListData = Type.Object({
     ),
     per_page: Type.Integer(),
     next_cursor: NextCursor(),
+  }),
+});
+
+export const UnloadBody = Type.Object(
+  {
+    card_number: CardNumber,
+    amount: Type.Optional(
+      Pesos(
+        "MXN, at most 2 decimals, as a payment's amount; absent: the card's whole balance",
+        limits.amountCentsMax,
+      ),
+    ),
+    description: Type.Optional(
+      Text(1, 32, "Shown in the card's movements; as a payment's payment_description"),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const UnloadData = Type.Object({
+  operation: Type.Object({
+    id: Type.String({ format: "uuid", description: "The ledger entry (entry_id in the card's movements)" }),
+    kind: Type.Literal("CARD_UNLOAD"),
+    amount: Type.Number({ description: "What moved from the card to the client's main balance" }),
+    description: OrNull(Type.String()),
+  }),
+  card: Type.Object({
+    ...CardSummary.properties,
+    balance: Type.Number({ description: "The card's balance after the unload" }),
+  }),
+  client: Type.Object({
+    id: Type.String({ description: "The card's client, whose main balance was credited" }),
+    available: Type.Number({ description: "That client's main balance after the unload" }),
   }),
 });

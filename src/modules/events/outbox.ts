@@ -15,6 +15,7 @@ export const eventTypes = [
   "card.activated",
   "card.status_changed",
   "card.payment",
+  "card.unloaded",
   "transfer.out.created",
   "transfer.out.settled",
   "transfer.out.returned",
