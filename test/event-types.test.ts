@@ -171,6 +171,15 @@ test("every event type: written with its change, shaped like the API's answer, d
     ),
     answer,
   );
+  record(
+    await oneEvent(
+      "card.unloaded",
+      root.clientId,
+      async () =>
+        (answer = expectOk(await card("/v1/cards/unload", { amount: 100, description: "Reintegro" }))),
+    ),
+    answer,
+  );
   expectOk(await card("/v1/cards/pin", { pin: encryptFor(t.ctx.systemKey.publicKeyPem, "4821") }, "PUT"));
   const transferBody = {
     payment_concept: "Renta",
@@ -268,6 +277,7 @@ test("every event type: written with its change, shaped like the API's answer, d
     "card.assigned",
     "card.activated",
     "card.payment",
+    "card.unloaded",
     "transfer.out.settled",
     "transfer.out.returned",
     "airtime.completed",
@@ -302,12 +312,12 @@ test("every event type: written with its change, shaped like the API's answer, d
   ]) {
     assert.ok(!everything.includes(secret), "an event carries a secret");
   }
-  assert.equal(new Set([...seen.values()].map((e) => e.id)).size, 13);
+  assert.equal(new Set([...seen.values()].map((e) => e.id)).size, 14);
 
   // Every one reaches the receiver, signed under the endpoint's secret, with webhook-id = event id.
   const verify = await readmeVerifier();
   const ids = new Set([...seen.values()].map((e) => e.id));
-  await waitFor("all thirteen deliveries", () =>
+  await waitFor("all fourteen deliveries", () =>
     [...ids].every((id) => receiver.receipts.some((r) => r.headers["webhook-id"] === id)),
   );
   for (const receipt of receiver.receipts.filter((r) => ids.has(String(r.headers["webhook-id"])))) {
