@@ -88,6 +88,16 @@ export const errors = {
     "The client tree is at its maximum depth; no deeper sub-client can be created",
   ),
   clientStatusOwn: def(5104, 422, "A client cannot change its own status; its parent (or an ancestor) does"),
+  clientTransferInsufficient: def(
+    5105,
+    422,
+    "The paying client's available balance above its minimum balance does not cover the amount",
+  ),
+  clientTransferToDisabled: def(
+    5106,
+    422,
+    "The receiving client, or a client above it, is disabled; enable it first or send the money elsewhere",
+  ),
   cardholderLookupAmbiguous: def(5201, 422, "Several cardholders match; add another filter"),
 
   productInactive: def(5301, 422, "The product is not active"),

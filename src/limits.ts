@@ -14,6 +14,8 @@ export const limits = {
   amountCentsMax: 1_000_000_000n,
   /** Largest balance a client may be funded with at creation, in centavos. */
   fundingCentsMax: 100_000_000_000n,
+  /** The free text of a transfer between two clients' main balances (POST /v1/clients/transfers). */
+  clientTransferDescriptionLengthMax: 100,
   /** Levels of the client tree, the root included: a sub-client's lineage is at most this long. */
   clientDepthMax: 8,
   /** Largest monthly income a cardholder may declare, in centavos (100,000,000.00 MXN). */

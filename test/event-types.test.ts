@@ -7,7 +7,7 @@ import { encryptFor } from "../src/crypto/rsa.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import type { WebhookWorker } from "../src/modules/webhooks/worker.ts";
-import { call, createTenant, expectError, expectOk } from "./helpers/api.ts";
+import { call, createSubClient, createTenant, expectError, expectOk } from "./helpers/api.ts";
 import { assignCard, createCardholder, createProduct, mintStock, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { cardholderBody, subclientBody } from "./helpers/people.ts";
@@ -97,6 +97,23 @@ test("every event type: written with its change, shaped like the API's answer, d
       ).subclient;
     }),
     subclient,
+  );
+  let transferAnswer: unknown;
+  record(
+    await oneEvent("client.transfer", root.clientId, async () => {
+      transferAnswer = expectOk(
+        await call(t.app, "POST", "/v1/clients/transfers", {
+          token: root.token,
+          body: {
+            from_client_id: root.clientId,
+            to_client_id: subclient.id,
+            amount: 10,
+            description: "Fondeo",
+          },
+        }),
+      );
+    }),
+    transferAnswer,
   );
   let statusAnswer: unknown;
   record(
@@ -272,6 +289,7 @@ test("every event type: written with its change, shaped like the API's answer, d
   const { api_key: _key, ...apiClientRest } = apiClient;
   assert.deepEqual(seen.get("client.created")?.data, { ...subclientRest, api_client: apiClientRest });
   for (const type of [
+    "client.transfer",
     "client.status_changed",
     "cardholder.created",
     "card.assigned",
@@ -331,10 +349,19 @@ test("every event type: written with its change, shaped like the API's answer, d
 test("a refused operation writes no event", async () => {
   const poor = await createTenant(t, { available: 1 });
   const product = await createProduct(t, poor);
+  const sub = await createSubClient(t, poor, 0);
   const before = await lastSeq();
   expectError(
     await call(t.app, "POST", "/v1/clients", { token: poor.token, body: subclientBody({ available: 5 }) }),
     5102,
+    422,
+  );
+  expectError(
+    await call(t.app, "POST", "/v1/clients/transfers", {
+      token: poor.token,
+      body: { from_client_id: poor.clientId, to_client_id: sub.clientId, amount: 2 },
+    }),
+    5105,
     422,
   );
   const holder = await createCardholder(t, poor);

@@ -54,6 +54,7 @@ let stranger: Record<string, string>;
 
 async function strangerResources(): Promise<Record<string, string>> {
   const other = await createTenant(t, { available: 1000 });
+  const otherSub = await createSubClient(t, other, 10);
   const [card] = await cardsFor(t, other, 1, { activate: true });
   assert.ok(card);
   const webhook = expectOk(
@@ -69,7 +70,8 @@ async function strangerResources(): Promise<Record<string, string>> {
     card: card.id,
     product: card.productId,
     cardholder: card.cardholderId,
-    client: other.clientId,
+    client: otherSub.clientId,
+    self: other.clientId,
     webhook: webhook.id,
     clabe: other.clabe,
     event: events[0]?.id ?? randomUUID(),
@@ -95,6 +97,7 @@ before(async () => {
     product: card.productId,
     cardholder: card.cardholderId,
     client: sub.clientId,
+    self: owner.clientId,
     webhook: webhook.id,
     clabe: owner.clabe,
   };
@@ -432,6 +435,9 @@ function realId(name: string, route: RouteInfo | undefined, ids: Record<string, 
     product_id: route?.path.startsWith("/v1/airtime") ? randomUUID() : ids.product,
     cardholder_id: ids.cardholder,
     client_id: ids.client,
+    // A transfer between clients: from the sub-client to the tenant itself (two different clients).
+    from_client_id: ids.client,
+    to_client_id: ids.self,
     clabe: ids.clabe,
     event_id: ids.event,
   };
@@ -453,6 +459,8 @@ const identifierFields = new Set([
   "card_number",
   "cardholder_id",
   "client_id",
+  "from_client_id",
+  "to_client_id",
   "clabe",
   "event_id",
   "product_id",

@@ -255,6 +255,18 @@ const matrix: Record<string, Attempts> = {
   "GET /v1/clients/{id}": (_, x) => one("client", `/v1/clients/${x.tenant.clientId}`, notFound.client),
   "PUT /v1/clients/{id}/status": (_, x) =>
     one("client", `/v1/clients/${x.tenant.clientId}/status`, notFound.client, { status: "DISABLED" }),
+  "POST /v1/clients/transfers": (me, x) => [
+    ...one("their client pays", "/v1/clients/transfers", notFound.client, {
+      from_client_id: x.tenant.clientId,
+      to_client_id: me.tenant.clientId,
+      amount: 1,
+    }),
+    ...one("their client receives", "/v1/clients/transfers", notFound.client, {
+      from_client_id: me.tenant.clientId,
+      to_client_id: x.tenant.clientId,
+      amount: 1,
+    }),
+  ],
   "POST /v1/cardholders": (_, x) =>
     one("client_id", "/v1/cardholders", notFound.client, {
       ...cardholderLike(),
@@ -466,6 +478,18 @@ test("a parent acts on its sub-client's resources where the contract allows", as
     }),
   );
   assert.equal(unloaded.client.id, b.tenant.clientId);
+  // Money between its sub-clients' balances, either way.
+  for (const [from, to] of [
+    [b.tenant.clientId, c.tenant.clientId],
+    [c.tenant.clientId, b.tenant.clientId],
+  ]) {
+    expectOk(
+      await call(t.app, "POST", "/v1/clients/transfers", {
+        token: a.tenant.token,
+        body: { from_client_id: from, to_client_id: to, amount: 1 },
+      }),
+    );
+  }
   // And a sub-client still never acts on its parent, even by a resource id it was shown.
   assert.equal(
     (await call(t.app, "GET", `/v1/clients/${a.tenant.clientId}`, { token: c.tenant.token })).status,

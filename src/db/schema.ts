@@ -106,6 +106,17 @@ export interface PostingsTable {
   created_at: Timestamp;
 }
 
+/** Money moved between two clients' main balances (migration 0019); the id is its journal entry's. */
+export interface ClientTransfersTable {
+  id: string;
+  from_client_id: string;
+  to_client_id: string;
+  created_by_client_id: string;
+  amount_cents: bigint;
+  description: string | null;
+  created_at: Timestamp;
+}
+
 export interface IdempotencyKeysTable {
   api_key_id: string;
   key: string;
@@ -441,6 +452,7 @@ export interface Schema {
   ledger_accounts: LedgerAccountsTable;
   journal_entries: JournalEntriesTable;
   postings: PostingsTable;
+  client_transfers: ClientTransfersTable;
   idempotency_keys: IdempotencyKeysTable;
   system_keys: SystemKeysTable;
   events: EventsTable;

@@ -190,3 +190,50 @@ export async function listChildren(
 export const effectiveClientStatus = sql<"ACTIVE" | "DISABLED">`case when exists (
     select 1 from clients x where x.id = any(c.lineage) and x.status <> 'ACTIVE'
   ) then 'DISABLED' else 'ACTIVE' end`;
+
+/** One side of a transfer between clients: its main balance, floor and effective status. */
+export interface TransferParty {
+  id: string;
+  min_balance_cents: bigint;
+  balance_cents: bigint;
+  status: "ACTIVE" | "DISABLED";
+}
+
+/**
+ * The clients of `ids` that are `callerId` or below it, with their main balances, the balance rows
+ * locked until the transaction ends in id order: the order postEntry updates them in, so two
+ * transfers between the same two clients in opposite directions wait for each other instead of
+ * deadlocking, and the minimum-balance check cannot interleave with another debit.
+ */
+export async function lockTransferParties(
+  db: Queryable,
+  callerId: string,
+  ids: readonly string[],
+): Promise<TransferParty[]> {
+  return db
+    .selectFrom("clients as c")
+    .innerJoin("ledger_accounts as a", "a.id", "c.id")
+    .select(["c.id", "c.min_balance_cents", "a.balance_cents", effectiveClientStatus.as("status")])
+    .where("c.id", "in", ids)
+    .where(sql<boolean>`${callerId}::uuid = any(c.lineage)`)
+    .orderBy("c.id")
+    .forUpdate("a")
+    .execute();
+}
+
+export interface ClientTransferRow {
+  id: string;
+  from_client_id: string;
+  to_client_id: string;
+  created_by_client_id: string;
+  amount_cents: bigint;
+  description: string | null;
+  created_at: Date;
+}
+
+export async function insertClientTransfer(
+  db: Queryable,
+  transfer: Omit<ClientTransferRow, "created_at">,
+): Promise<ClientTransferRow> {
+  return db.insertInto("client_transfers").values(transfer).returningAll().executeTakeFirstOrThrow();
+}

@@ -13,11 +13,15 @@ import {
   ClientParams,
   ClientStatusBody,
   ClientStatusData,
+  ClientTransferBody,
+  type ClientTransferBodyType,
+  ClientTransferData,
   type CreateClientBody,
   createClientBody,
   SubclientData,
 } from "./schemas.ts";
 import { createSubclient, getBalance, getClient, listSubclients, setClientStatus } from "./service.ts";
+import { transferBetweenClients } from "./transfers.ts";
 
 /** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
 export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -46,6 +50,28 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
           request.idempotency,
           ctx.config.clabeBankPrefix,
         ),
+      ),
+  );
+
+  app.post<{ Body: ClientTransferBodyType }>(
+    "/v1/clients/transfers",
+    {
+      config: { idempotent: true, rateLimited: true },
+      schema: {
+        tags: ["clients"],
+        operationId: "createClientTransfer",
+        summary: "Move money between the main balances of two clients of your subtree",
+        description:
+          "Top up a sub-client from your balance, take money back from one (a disabled one too), or move it between two clients below you: one balanced ledger entry. Both sides are you or clients below you (3101 otherwise) and differ (1000); the paying client keeps at least its minimum balance (5105); the receiving client may not be disabled or below a disabled client (5106). Emits client.transfer to you. Honours Idempotency-Key.",
+        security: bearerAuth,
+        body: ClientTransferBody,
+        response: responses(ClientTransferData),
+      },
+    },
+    async (request, reply) =>
+      sendResult(
+        reply,
+        await transferBetweenClients(ctx.db, request.caller, request.body, request.idempotency),
       ),
   );
 

@@ -5,6 +5,7 @@ import {
   Email,
   OrNull,
   PageQuery,
+  Pesos,
   PesosOrZero,
   Text,
   Uuid,
@@ -150,4 +151,51 @@ export const ClientStatusBody = Type.Object(
 export const ClientStatusData = Type.Object({
   client: ClientView,
   previous_status: Type.String(),
+});
+
+/** POST /v1/clients/transfers: money between the main balances of two clients of your subtree. */
+export const ClientTransferBody = Type.Object(
+  {
+    from_client_id: Uuid(
+      "The client that pays, from its main balance: you or a client below you (a disabled one too)",
+    ),
+    to_client_id: Uuid(
+      "The client that receives, on its main balance: you or a client below you, not disabled; not from_client_id",
+    ),
+    amount: Pesos(
+      "MXN, at most 2 decimals; the paying client's balance may not fall below its minimum balance",
+      limits.fundingCentsMax,
+    ),
+    description: Type.Optional(
+      Text(
+        1,
+        limits.clientTransferDescriptionLengthMax,
+        "Your reference, shown in the listing and the event",
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ClientTransferBodyType = Static<typeof ClientTransferBody>;
+
+const ClientIdSeen = (description: string) =>
+  OrNull(Type.String({ format: "uuid" }), {
+    description: `${description}; null in a listing when that client is outside your subtree`,
+  });
+
+/** A transfer between two clients' main balances, as its answer, its event and the listing show it. */
+export const ClientTransferView = Type.Object({
+  id: Type.String({ format: "uuid", description: "Also the id of its ledger entry" }),
+  from_client_id: ClientIdSeen("The client that paid"),
+  to_client_id: ClientIdSeen("The client that received"),
+  created_by_client_id: ClientIdSeen("The client whose API key made the transfer"),
+  amount: Type.Number({ description: "MXN" }),
+  description: OrNull(Type.String(), { description: "null when none was sent" }),
+  created_at: Type.String({ format: "date-time" }),
+});
+
+export const ClientTransferData = Type.Object({
+  transfer: ClientTransferView,
+  from_available: Type.Number({ description: "The paying client's main balance right after, MXN" }),
+  to_available: Type.Number({ description: "The receiving client's main balance right after, MXN" }),
 });

@@ -10,6 +10,7 @@ import { insertEventsWithDeliveries, type OutboxEvent } from "../webhooks/reposi
 export const eventTypes = [
   "client.created",
   "client.status_changed",
+  "client.transfer",
   "cardholder.created",
   "card.assigned",
   "card.activated",

@@ -1,0 +1,89 @@
+import type { Db } from "../../db/database.ts";
+import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
+import { AppError, errors, invalidField } from "../../errors.ts";
+import type { Caller } from "../../http/caller.ts";
+import { ok } from "../../http/envelope.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { postEntry } from "../../ledger/ledger.ts";
+import { parsePesos, toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import { emitEvent } from "../events/outbox.ts";
+import * as repo from "./repository.ts";
+import type { ClientTransferBodyType } from "./schemas.ts";
+
+/**
+ * Money between the main balances of two clients of the caller's subtree, after creation: a parent
+ * tops up a sub-client, or takes money back (from a disabled one too: winding it down is the
+ * point), or moves it between two of its sub-clients. One balanced journal entry (kind
+ * CLIENT_TRANSFER) in one transaction with the client_transfers row and the client.transfer event.
+ */
+export const clientTransferEntryKind = "CLIENT_TRANSFER";
+
+/** A transfer row as the API shows it (answer, event and listing). */
+function presentTransfer(row: repo.ClientTransferRow) {
+  return {
+    id: row.id,
+    from_client_id: row.from_client_id,
+    to_client_id: row.to_client_id,
+    created_by_client_id: row.created_by_client_id,
+    amount: toPesos(BigInt(row.amount_cents)),
+    description: row.description,
+    created_at: new Date(row.created_at).toISOString(),
+  };
+}
+
+/**
+ * POST /v1/clients/transfers. Both sides must be the caller or below it (anything else is 3101, as
+ * every client endpoint answers); the payer keeps at least its minimum balance (5105, as 5102 for
+ * funding a new sub-client); the receiver may not be disabled, nor below a disabled client (5106:
+ * the money could not be used, as incoming SPEI to it is returned). The event is the caller's.
+ */
+export async function transferBetweenClients(
+  db: Db,
+  caller: Caller,
+  body: ClientTransferBodyType,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.fundingCentsMax });
+  // UUIDs arrive in either letter case; the database compares them as uuids, this code as text.
+  const fromId = body.from_client_id.toLowerCase();
+  const toId = body.to_client_id.toLowerCase();
+  if (fromId === toId) throw invalidField("to_client_id", "different", "must not be from_client_id");
+  return runIdempotent(db, idempotency, async (tx) => {
+    const parties = await repo.lockTransferParties(tx, caller.clientId, [fromId, toId]);
+    const from = parties.find((party) => party.id === fromId);
+    const to = parties.find((party) => party.id === toId);
+    if (!from || !to) throw new AppError(errors.clientNotFound);
+    if (to.status !== "ACTIVE") throw new AppError(errors.clientTransferToDisabled);
+    if (from.balance_cents - amountCents < from.min_balance_cents) {
+      throw new AppError(errors.clientTransferInsufficient);
+    }
+    const id = timeOrderedUuid();
+    await postEntry(tx, {
+      id,
+      kind: clientTransferEntryKind,
+      description: body.description ?? "Transfer between clients",
+      clientId: caller.clientId,
+      postings: [
+        { accountId: fromId, amountCents: -amountCents },
+        { accountId: toId, amountCents },
+      ],
+    });
+    const row = await repo.insertClientTransfer(tx, {
+      id,
+      from_client_id: fromId,
+      to_client_id: toId,
+      created_by_client_id: caller.clientId,
+      amount_cents: amountCents,
+      description: body.description ?? null,
+    });
+    const data = {
+      transfer: presentTransfer(row),
+      from_available: toPesos(from.balance_cents - amountCents),
+      to_available: toPesos(to.balance_cents + amountCents),
+    };
+    // The caller decided it and sees both sides: the event is its own, as client.created is.
+    await emitEvent(tx, { type: "client.transfer", clientId: caller.clientId, data });
+    return { status: 200, body: ok(data) };
+  });
+}
