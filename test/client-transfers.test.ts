@@ -34,6 +34,12 @@ interface TransferAnswer {
   from_available: number;
   to_available: number;
 }
+interface Listing {
+  transfers: TransferView[];
+  per_page: number;
+  next_cursor: string | null;
+}
+
 const move = (
   caller: Pick<Tenant, "token">,
   from: string,
@@ -51,6 +57,9 @@ const move = (
     },
     ...(extra.key ? { headers: { "idempotency-key": extra.key } } : {}),
   });
+
+const list = (caller: Pick<Tenant, "token">, query = "") =>
+  call<Listing>(t.app, "GET", `/v1/clients/transfers${query}`, { token: caller.token });
 
 const cents = (clientId: string) => balanceOf(t.ctx.db, clientId);
 
@@ -380,12 +389,119 @@ test("concurrency: 20 transfers of 10 from a client holding 100 pay exactly 10; 
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
 
+test("the listing: each side sees the transfers on its balance, newest first; a client it may not see is null", async () => {
+  const root = await createTenant(t, { available: 1000 });
+  const left = await createSubClient(t, root, 0);
+  const right = await createSubClient(t, root, 0);
+  const leftChild = await createSubClient(t, left, 0);
+  const stranger = await createTenant(t, { available: 10 });
+  const t1 = expectOk(await move(root, root.clientId, left.clientId, 100, { description: "uno" })).transfer;
+  const t2 = expectOk(await move(root, left.clientId, right.clientId, 40, { description: "dos" })).transfer;
+  const t3 = expectOk(await move(root, right.clientId, root.clientId, 15)).transfer;
+  const t4 = expectOk(await move(left, left.clientId, leftChild.clientId, 10)).transfer;
+  const hidden = (
+    view: TransferView,
+    ...fields: Array<"from_client_id" | "to_client_id" | "created_by_client_id">
+  ) => ({
+    ...view,
+    ...Object.fromEntries(fields.map((field) => [field, null])),
+  });
+
+  // The root sees all four, exactly as they were answered.
+  assert.deepEqual(expectOk(await list(root)).transfers, [t4, t3, t2, t1]);
+  // The left child: what its parent put in, what its parent moved to its sibling (who is null),
+  // and what it gave its own child; not the sibling's sweep to the root.
+  const leftSees = expectOk(await list(left));
+  assert.deepEqual(leftSees.transfers, [
+    t4,
+    hidden(t2, "to_client_id", "created_by_client_id"),
+    hidden(t1, "from_client_id", "created_by_client_id"),
+  ]);
+  assert.ok(!JSON.stringify(leftSees).includes(right.clientId), "the left child sees its sibling's id");
+  assert.deepEqual(expectOk(await list(right)).transfers, [
+    hidden(t3, "to_client_id", "created_by_client_id"),
+    hidden(t2, "from_client_id", "created_by_client_id"),
+  ]);
+  assert.deepEqual(expectOk(await list(leftChild)).transfers, [
+    hidden(t4, "from_client_id", "created_by_client_id"),
+  ]);
+  assert.deepEqual(expectOk(await list(stranger)).transfers, []);
+
+  // client_id: either side; outside the subtree 3101.
+  assert.deepEqual(
+    expectOk(await list(root, `?client_id=${left.clientId}`)).transfers.map((x) => x.id),
+    [t4.id, t2.id, t1.id],
+  );
+  assert.deepEqual(
+    expectOk(await list(root, `?client_id=${leftChild.clientId.toUpperCase()}`)).transfers.map((x) => x.id),
+    [t4.id],
+  );
+  for (const [who, id] of [
+    [left, right.clientId],
+    [left, root.clientId],
+    [root, stranger.clientId],
+    [root, randomUUID()],
+  ] as const) {
+    expectError(await list(who, `?client_id=${id}`), 3101, 404);
+  }
+
+  // Creation window: created_to is exclusive; an empty window is 1000.
+  const future = new Date(Date.now() + 3_600_000).toISOString();
+  assert.equal(expectOk(await list(root, `?created_from=${future}`)).transfers.length, 0);
+  assert.equal(expectOk(await list(root, `?created_to=${future}`)).transfers.length, 4);
+  expectError(await list(root, `?created_from=${future}&created_to=${future}`), 1000, 400);
+  expectError(await list(root, `?per_page=${limits.pageSizeMax + 1}`), 1000, 400);
+  expectError(await list(root, "?status=DONE"), 1000, 400);
+});
+
+test("the listing pages by cursor: every transfer once while new ones arrive; a cursor is bound to its query", async () => {
+  const root = await createTenant(t, { available: 1000 });
+  const child = await createSubClient(t, root, 0);
+  const made: string[] = [];
+  for (let i = 0; i < 5; i++)
+    made.push(expectOk(await move(root, root.clientId, child.clientId, 1)).transfer.id);
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  let pages = 0;
+  do {
+    const page: Listing = expectOk(await list(root, `?per_page=2${cursor ? `&cursor=${cursor}` : ""}`));
+    assert.equal(page.per_page, 2);
+    seen.push(...page.transfers.map((x) => x.id));
+    cursor = page.next_cursor;
+    pages += 1;
+    // Arrivals during the walk are newer than its position: they do not shift it.
+    if (pages === 1) expectOk(await move(root, child.clientId, root.clientId, 1));
+  } while (cursor);
+  assert.deepEqual(seen, [...made].reverse());
+  assert.equal(pages, 3);
+
+  const first = expectOk(await list(root, "?per_page=2"));
+  assert.ok(first.next_cursor);
+  const other = expectError(await list(root, `?per_page=3&cursor=${first.next_cursor}`), 1000, 400);
+  assert.match(other.body.message, /^cursor: /);
+  expectError(
+    await list(root, `?per_page=2&client_id=${child.clientId}&cursor=${first.next_cursor}`),
+    1000,
+    400,
+  );
+  expectError(await list(child, `?per_page=2&cursor=${first.next_cursor}`), 1000, 400);
+  expectError(await list(root, "?cursor=not-a-cursor!"), 1000, 400);
+  expectError(
+    await list(
+      root,
+      `?cursor=${Buffer.from('{"t":"2025-02-30T00:00:00.000000Z","i":"x"}').toString("base64url")}`,
+    ),
+    1000,
+    400,
+  );
+});
+
 test("the OpenAPI document: operation ids, the Idempotency-Key header, 429 and the largest amount", async () => {
   const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
     paths: Record<string, Record<string, Record<string, unknown>>>;
   };
   const path = spec.paths["/v1/clients/transfers"];
-  assert.ok(path?.post);
+  assert.ok(path?.post && path.get);
   const post = path.post as {
     operationId: string;
     tags: string[];
@@ -403,4 +519,5 @@ test("the OpenAPI document: operation ids, the Idempotency-Key header, 429 and t
     post.requestBody.content["application/json"]?.schema.properties.amount?.maximum,
     1_000_000_000,
   );
+  assert.equal((path.get as { operationId: string }).operationId, "listClientTransfers");
 });

@@ -267,6 +267,8 @@ const matrix: Record<string, Attempts> = {
       amount: 1,
     }),
   ],
+  "GET /v1/clients/transfers": (_, x) =>
+    one("client_id", `/v1/clients/transfers?client_id=${x.tenant.clientId}`, notFound.client),
   "POST /v1/cardholders": (_, x) =>
     one("client_id", "/v1/cardholders", notFound.client, {
       ...cardholderLike(),
@@ -445,6 +447,7 @@ test("a parent acts on its sub-client's resources where the contract allows", as
     `/v1/transfer/cards?client_id=${b.tenant.clientId}&card_id=${b.cardId}`,
     `/v1/airtime/topups/${b.topupId}`,
     `/v1/transfer/clabe/collection/${b.tenant.clabe}/operations?init_date=${day}&end_date=${day}`,
+    `/v1/clients/transfers?client_id=${b.tenant.clientId}`,
   ];
   for (const url of reads) {
     const response = await call(t.app, "GET", url, { token: a.tenant.token });
@@ -498,7 +501,15 @@ test("a parent acts on its sub-client's resources where the contract allows", as
 });
 
 test("a sub-client's lists never show its sibling's or its parent's resources", async () => {
+  // The parent moves money between B and C: B sees it on its balance, but not C's id.
+  expectOk(
+    await call(t.app, "POST", "/v1/clients/transfers", {
+      token: a.tenant.token,
+      body: { from_client_id: b.tenant.clientId, to_client_id: c.tenant.clientId, amount: 1 },
+    }),
+  );
   const lists = [
+    "/v1/clients/transfers",
     "/v1/products",
     "/v1/clients",
     "/v1/webhooks",

@@ -1,7 +1,8 @@
 import type { Insertable } from "kysely";
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
 import type { ClientsTable } from "../../db/schema.ts";
+import { instantKey } from "../../http/cursor.ts";
 
 /** SQL of the clients module. A client's main ledger account has the client's own id. */
 export type NewClient = Omit<Insertable<ClientsTable>, "root_id" | "lineage"> & { id: string };
@@ -236,4 +237,70 @@ export async function insertClientTransfer(
   transfer: Omit<ClientTransferRow, "created_at">,
 ): Promise<ClientTransferRow> {
   return db.insertInto("client_transfers").values(transfer).returningAll().executeTakeFirstOrThrow();
+}
+
+/** A listed transfer: the ids of clients outside the scope blanked, and its exact place in the listing. */
+export type ListedClientTransferRow = Omit<
+  ClientTransferRow,
+  "from_client_id" | "to_client_id" | "created_by_client_id"
+> & {
+  from_client_id: string | null;
+  to_client_id: string | null;
+  created_by_client_id: string | null;
+  created_key: string;
+};
+
+export interface ClientTransferFilter {
+  /** Transfers that paid from or into a client of this client's subtree. */
+  scopeClientId: string;
+  /** Only the transfers this client paid or received. */
+  clientId?: string | undefined;
+  createdFrom?: Date | undefined;
+  createdTo?: Date | undefined;
+  /** Strictly older than this position (a cursor's): created_at as the cursor writes it, then id. */
+  before?: { at: string; id: string } | undefined;
+  limit: number;
+}
+
+/**
+ * Transfers that touched a main balance of the subtree, newest first (created_at, then id), at most
+ * `limit`. Each client's transfers are read backwards twice, as payer and as receiver, on the two
+ * indexes of migration 0019 with the keyset bound and the limit inside, so a page reads at most
+ * `limit` rows per client and side; `union` keeps once a transfer between two clients of the
+ * subtree. A side outside the subtree (the parent that took the money back, a sibling) is null:
+ * a client sees that its balance moved, never a client it may not see.
+ */
+export async function listTransfersInScope(
+  db: Queryable,
+  filter: ClientTransferFilter,
+): Promise<ListedClientTransferRow[]> {
+  const conditions: RawBuilder<unknown>[] = [];
+  if (filter.createdFrom) conditions.push(sql`t.created_at >= ${filter.createdFrom}`);
+  if (filter.createdTo) conditions.push(sql`t.created_at < ${filter.createdTo}`);
+  if (filter.before)
+    conditions.push(
+      sql`(t.created_at, t.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`,
+    );
+  const client = filter.clientId ? sql`and c.id = ${filter.clientId}` : sql``;
+  const side = (column: "from_client_id" | "to_client_id") => sql`
+    select t.* from clients c
+    cross join lateral (
+      select * from client_transfers t
+      where ${sql.join([sql`t.${sql.ref(column)} = c.id`, ...conditions], sql` and `)}
+      order by t.created_at desc, t.id desc
+      limit ${filter.limit}
+    ) t
+    where ${filter.scopeClientId}::uuid = any(c.lineage) ${client}`;
+  const visible = (column: string) =>
+    sql`case when exists (
+      select 1 from clients x where x.id = t.${sql.ref(column)} and ${filter.scopeClientId}::uuid = any(x.lineage)
+    ) then t.${sql.ref(column)} end`;
+  const result = await sql<ListedClientTransferRow>`
+    select t.id, ${visible("from_client_id")} as from_client_id, ${visible("to_client_id")} as to_client_id,
+      ${visible("created_by_client_id")} as created_by_client_id,
+      t.amount_cents, t.description, t.created_at, ${instantKey("t.created_at")} as created_key
+    from (${side("from_client_id")} union ${side("to_client_id")}) t
+    order by t.created_at desc, t.id desc
+    limit ${filter.limit}`.execute(db);
+  return result.rows;
 }

@@ -16,12 +16,15 @@ import {
   ClientTransferBody,
   type ClientTransferBodyType,
   ClientTransferData,
+  ClientTransferListData,
+  ClientTransferListQuery,
+  type ClientTransferListQueryType,
   type CreateClientBody,
   createClientBody,
   SubclientData,
 } from "./schemas.ts";
 import { createSubclient, getBalance, getClient, listSubclients, setClientStatus } from "./service.ts";
-import { transferBetweenClients } from "./transfers.ts";
+import { listClientTransfers, transferBetweenClients } from "./transfers.ts";
 
 /** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
 export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -73,6 +76,31 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         reply,
         await transferBetweenClients(ctx.db, request.caller, request.body, request.idempotency),
       ),
+  );
+
+  app.get<{ Querystring: ClientTransferListQueryType }>(
+    "/v1/clients/transfers",
+    {
+      schema: {
+        tags: ["clients"],
+        operationId: "listClientTransfers",
+        summary: "Transfers that paid from or into a main balance of your subtree, newest first",
+        description:
+          "Every POST /v1/clients/transfers that moved your balance or a sub-client's, including those your parent made on yours (a client outside your subtree shows as null). Filter by client_id (either side) and creation time; page with cursor = the previous next_cursor, with the same filters and per_page.",
+        security: bearerAuth,
+        querystring: ClientTransferListQuery,
+        response: responses(ClientTransferListData),
+      },
+    },
+    async (request) => {
+      const { per_page, ...filters } = request.query;
+      return ok(
+        await listClientTransfers(ctx.db, request.caller, {
+          ...filters,
+          perPage: per_page ?? limits.pageSizeDefault,
+        }),
+      );
+    },
   );
 
   app.get(

@@ -1,8 +1,11 @@
 import { type Static, Type } from "typebox";
 import {
+  CreatedWindowQuery,
+  CursorQuery,
   Digits,
   DigitsBetween,
   Email,
+  NextCursor,
   OrNull,
   PageQuery,
   Pesos,
@@ -198,4 +201,23 @@ export const ClientTransferData = Type.Object({
   transfer: ClientTransferView,
   from_available: Type.Number({ description: "The paying client's main balance right after, MXN" }),
   to_available: Type.Number({ description: "The receiving client's main balance right after, MXN" }),
+});
+
+export const ClientTransferListQuery = Type.Object(
+  {
+    client_id: Type.Optional(
+      Uuid("Only the transfers this client paid or received (you or a client below you)"),
+    ),
+    ...CreatedWindowQuery,
+    per_page: PageQuery.per_page,
+    cursor: CursorQuery("next_cursor of the previous page, with the same filters and per_page"),
+  },
+  { additionalProperties: false },
+);
+export type ClientTransferListQueryType = Static<typeof ClientTransferListQuery>;
+
+export const ClientTransferListData = Type.Object({
+  transfers: Type.Array(ClientTransferView, { description: "Newest first (creation time, then id)" }),
+  per_page: Type.Integer(),
+  next_cursor: NextCursor(),
 });

@@ -1,8 +1,11 @@
+import assert from "node:assert/strict";
 import type { Db } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import { decodeInstantIdCursor, encodeCursor } from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
+import { createdWindow } from "../../http/schemas.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
@@ -20,7 +23,7 @@ import type { ClientTransferBodyType } from "./schemas.ts";
 export const clientTransferEntryKind = "CLIENT_TRANSFER";
 
 /** A transfer row as the API shows it (answer, event and listing). */
-function presentTransfer(row: repo.ClientTransferRow) {
+function presentTransfer(row: Omit<repo.ListedClientTransferRow, "created_key">) {
   return {
     id: row.id,
     from_client_id: row.from_client_id,
@@ -86,4 +89,53 @@ export async function transferBetweenClients(
     await emitEvent(tx, { type: "client.transfer", clientId: caller.clientId, data });
     return { status: 200, body: ok(data) };
   });
+}
+
+export interface ClientTransferListQuery {
+  client_id?: string | undefined;
+  created_from?: string | undefined;
+  created_to?: string | undefined;
+  perPage: number;
+  cursor?: string | undefined;
+}
+
+/**
+ * GET /v1/clients/transfers: every transfer that paid from or into a main balance of the caller's
+ * subtree, newest first, keyset-paged on (created_at, id) with a cursor bound to the filters and
+ * per_page (as GET /v1/transfer/cards). A sub-client sees the transfers its parent made on its
+ * balance; the side it may not see is null.
+ */
+export async function listClientTransfers(db: Db, caller: Caller, query: ClientTransferListQuery) {
+  const { createdFrom, createdTo } = createdWindow(query.created_from, query.created_to);
+  const clientId = query.client_id?.toLowerCase();
+  const listing = [
+    caller.clientId,
+    clientId ?? "",
+    createdFrom?.toISOString() ?? "",
+    createdTo?.toISOString() ?? "",
+    query.perPage,
+  ];
+  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
+  if (clientId && !(await repo.findClientInScope(db, caller.clientId, clientId)))
+    throw new AppError(errors.clientNotFound);
+  const rows = await repo.listTransfersInScope(db, {
+    scopeClientId: caller.clientId,
+    clientId,
+    createdFrom,
+    createdTo,
+    before,
+    limit: query.perPage + 1,
+  });
+  const items = rows.slice(0, query.perPage);
+  const last = items.at(-1);
+  assert.ok(
+    items.every((row) => row.from_client_id || row.to_client_id),
+    "a listed transfer touches the scope",
+  );
+  return {
+    transfers: items.map(presentTransfer),
+    per_page: query.perPage,
+    next_cursor:
+      rows.length > query.perPage && last ? encodeCursor({ t: last.created_key, i: last.id }, listing) : null,
+  };
 }
