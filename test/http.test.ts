@@ -441,6 +441,7 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
     ["/v1/airtime/topup", "post"],
     ["/v1/cardholders", "post"],
     ["/v1/cards", "put"],
+    ["/v1/clients/transfers", "post"],
   ];
   for (const [path, method] of keyedOperations) {
     assert.ok(keyed(path, method), `${method} ${path} states Idempotency-Key`);
@@ -452,6 +453,7 @@ test("/health, /ready, /metrics, /openapi.json, /docs", async () => {
   assert.equal(bodyOf("/v1/cards/unload", "post").amount?.maximum, 10_000_000);
   assert.equal(bodyOf("/v1/transfer/cards", "post").amount?.maximum, 10_000_000);
   assert.equal(bodyOf("/v1/clients", "post").available?.maximum, 1_000_000_000);
+  assert.equal(bodyOf("/v1/clients/transfers", "post").amount?.maximum, 1_000_000_000);
   assert.equal(bodyOf("/v1/cardholders", "post").gross_monthly_income?.maximum, 100_000_000);
   const docs = await t.app.inject({ url: "/docs/" });
   assert.equal(docs.statusCode, 200);
@@ -566,6 +568,7 @@ test("the OpenAPI document states the headers the service sends and reads, where
     "createCardholder",
     "assignCard",
     "unloadCard",
+    "createClientTransfer",
   ]) {
     assert.ok(headersOf(id, "200").includes("Idempotent-Replayed"), id);
   }
@@ -580,6 +583,7 @@ test("the OpenAPI document states the headers the service sends and reads, where
     idsWith((o) => o.responses[429] !== undefined),
     [
       "createAirtimeTopup",
+      "createClientTransfer",
       "createPayment",
       "createSubclient",
       "createTransfer",
