@@ -131,6 +131,11 @@ export const errors = {
   ),
   cardUnloadExceedsBalance: def(5403, 422, "The amount to unload is more than the card's balance"),
   cardBalanceEmpty: def(5404, 422, "The card's balance is 0.00: there is nothing to unload"),
+  cardClientDisabled: def(
+    5405,
+    422,
+    "The card's client, or a client above it, is disabled: its cards receive no payments until it is enabled again",
+  ),
   speiInsufficientFunds: def(
     5501,
     422,

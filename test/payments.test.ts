@@ -11,7 +11,15 @@ import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
 import { findCardInScope } from "../src/modules/cards/repository.ts";
 import { PaymentBatcher, type PaymentRequest } from "../src/modules/payments/batcher.ts";
-import { call, createTenant, expectError, expectOk, type Response, type Tenant } from "./helpers/api.ts";
+import {
+  call,
+  createSubClient,
+  createTenant,
+  expectError,
+  expectOk,
+  type Response,
+  type Tenant,
+} from "./helpers/api.ts";
 import { cardsFor, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { opensslEncrypt } from "./helpers/openssl.ts";
@@ -591,4 +599,33 @@ test("/metrics counts payment batches by the form they were applied in", async (
     Number(new RegExp(`^${name}\\{form="at_once"\\} (\\d+)$`, "m").exec(metrics.body)?.[1] ?? 0);
   assert.ok(counted("emisor_payment_batches_total") >= 1, metrics.body);
   assert.ok(counted("emisor_payment_batch_payments_total") >= 1);
+});
+
+test("a disabled sub-client's cards receive no payment (5405) until it is enabled; its parent still unloads them", async () => {
+  const root = await createTenant(t, { available: 1000 });
+  const sub = await createSubClient(t, root, 100);
+  const [subCard] = await cardsFor(t, sub, 1);
+  const [ownCard] = await cardsFor(t, root, 1);
+  assert.ok(subCard && ownCard);
+  expectOk(await pay(root, subCard.id, 40));
+  const setStatus = (status: string) =>
+    call(t.app, "PUT", `/v1/clients/${sub.clientId}/status`, { token: root.token, body: { status } });
+  expectOk(await setStatus("DISABLED"));
+  // Money into a disabled client is refused, as incoming SPEI to it is returned; nothing moves,
+  // and a retry under the same key answers the same refusal.
+  const headers = { "idempotency-key": `disabled-${subCard.id}` };
+  expectError(await pay(root, subCard.id, 10, {}, headers), 5405, 422);
+  expectError(await pay(root, subCard.id, 10, {}, headers), 5405, 422);
+  assert.equal(await balanceOf(t.ctx.db, root.clientId), 86_000n);
+  assert.equal(await balanceOf(t.ctx.db, subCard.id), 4_000n);
+  // The parent's own cards are not concerned, and it can still wind the sub-client down: the
+  // card's money goes back to the sub-client's main balance.
+  expectOk(await pay(root, ownCard.id, 5));
+  expectOk(
+    await call(t.app, "POST", "/v1/cards/unload", { token: root.token, body: { card_number: subCard.id } }),
+  );
+  assert.equal(await balanceOf(t.ctx.db, sub.clientId), 14_000n);
+  expectOk(await setStatus("ACTIVE"));
+  expectOk(await pay(root, subCard.id, 10));
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });

@@ -30,7 +30,7 @@ export const unloadKind = "CARD_UNLOAD";
  * card (a SPEI transfer out returned after the card was canceled is refunded onto that card) would
  * be stranded. Hence every status is allowed. The money goes to the card's own client whoever the
  * caller is (the card's client or an ancestor): the card belongs to that client's program, and a
- * parent that wants the money back funds itself from its sub-client by its own means.
+ * parent that wants the money back then moves it up with POST /v1/clients/transfers.
  */
 export async function unloadCard(
   ctx: AppContext,

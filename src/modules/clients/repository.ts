@@ -192,6 +192,19 @@ export const effectiveClientStatus = sql<"ACTIVE" | "DISABLED">`case when exists
     select 1 from clients x where x.id = any(c.lineage) and x.status <> 'ACTIVE'
   ) then 'DISABLED' else 'ACTIVE' end`;
 
+/** A client's effective status (`effectiveClientStatus`); undefined when there is no such client. */
+export async function effectiveStatusOf(
+  db: Queryable,
+  clientId: string,
+): Promise<"ACTIVE" | "DISABLED" | undefined> {
+  const row = await db
+    .selectFrom("clients as c")
+    .select(effectiveClientStatus.as("status"))
+    .where("c.id", "=", clientId)
+    .executeTakeFirst();
+  return row?.status;
+}
+
 /** One side of a transfer between clients: its main balance, floor and effective status. */
 export interface TransferParty {
   id: string;

@@ -40,7 +40,7 @@ export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext, met
         operationId: "createPayment",
         summary: "Pay an amount onto a card from your main balance (contract 4.6)",
         description:
-          "The card must be NEED_ACTIVATION or ACTIVE and in your subtree. Concurrent payments of one client are applied in batches; each is decided in arrival order against the balance.",
+          "The card must be NEED_ACTIVATION or ACTIVE and in your subtree; a card of a disabled sub-client (or one below a disabled client) is 5405. Concurrent payments of one client are applied in batches; each is decided in arrival order against the balance.",
         security: bearerAuth,
         body: PaymentBody,
         response: responses(PaymentData),

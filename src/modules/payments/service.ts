@@ -13,6 +13,7 @@ import { limits } from "../../limits.ts";
 import type { CardCache } from "../cards/card-cache.ts";
 import { type CardRef, cardRefName, parseCardNumber } from "../cards/card-number.ts";
 import { isExpired } from "../cards/expiry.ts";
+import { effectiveStatusOf } from "../clients/repository.ts";
 import type { PaymentBatcher, PaymentRequest } from "./batcher.ts";
 import type { PaymentBody } from "./schemas.ts";
 
@@ -59,6 +60,11 @@ async function paymentRequest(
   if (!card) throw new AppError(errors.cardNotFound);
   // Its expiry date never changes, so the cached card answers it.
   if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
+  // A disabled client receives no money (incoming SPEI is returned, a transfer between clients
+  // refused): a sub-client's card is checked as the caller's own status is at authentication, when
+  // the request starts. The caller's own cards need no query: its status was checked.
+  if (card.client_id !== caller.clientId && (await effectiveStatusOf(ctx.db, card.client_id)) !== "ACTIVE")
+    throw new AppError(errors.cardClientDisabled);
   return {
     payerId: caller.clientId,
     apiKeyId: caller.apiKeyId,
