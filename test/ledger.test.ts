@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { sql } from "kysely";
+import pg from "pg";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { timeOrderedUuid } from "../src/ledger/ids.ts";
 import {
@@ -82,6 +83,66 @@ test("a debit beyond the balance fails with InsufficientFundsError and changes n
   assert.equal(error.accountId, a);
   assert.equal(await balanceOf(t.ctx.db, a), 500n);
   assert.equal(await balanceOf(t.ctx.db, b), 0n);
+});
+
+test("an entry waiting for a client's row holds no system account: system rows are taken last", {
+  skip: process.env.DATABASE_URL ? false : "needs PostgreSQL (DATABASE_URL): PGlite has one connection",
+}, async () => {
+  const [payer = ""] = await newClientAccounts(1);
+  await t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST",
+      postings: [
+        { accountId: systemAccounts.sandboxFunding, amountCents: -500n },
+        { accountId: payer, amountCents: 500n },
+      ],
+    }),
+  );
+  const connect = async () => {
+    const client = new pg.Client({ connectionString: t.databaseUrl });
+    client.on("error", () => {});
+    await client.connect();
+    return client;
+  };
+  const [holder, probe] = [await connect(), await connect()];
+  try {
+    // Another transaction holds the payer's row (as a payment, an unload or a transfer does).
+    await holder.query("begin");
+    await holder.query("select 1 from ledger_accounts where id = $1 for update", [payer]);
+    // An entry paying a system account (as an airtime top-up does) queues behind it...
+    const posting = t.ctx.db.transaction().execute((tx) =>
+      postEntry(tx, {
+        kind: "TEST",
+        postings: [
+          { accountId: payer, amountCents: -100n },
+          { accountId: systemAccounts.airtimePayable, amountCents: 100n },
+        ],
+      }),
+    );
+    for (let waited = 0; ; waited += 20) {
+      const { rows } = await probe.query<{ n: number }>(
+        "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+      );
+      if (rows[0]?.n) break;
+      assert.ok(waited < 5000, "the entry never waited for the payer's row");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // ...without holding the system account meanwhile: any other top-up can still take it. Taken
+    // first (by id, the system accounts sort first) it closed deadlock cycles with a third
+    // transaction holding a card and waiting for the system account (review finding).
+    await probe.query("begin");
+    await probe.query("set local lock_timeout = '500ms'");
+    await probe.query("select 1 from ledger_accounts where id = $1 for update", [
+      systemAccounts.airtimePayable,
+    ]);
+    await probe.query("rollback");
+    await holder.query("rollback");
+    await posting;
+    assert.equal(await balanceOf(t.ctx.db, payer), 400n);
+  } finally {
+    await holder.end();
+    await probe.end();
+  }
 });
 
 test("the database itself refuses a negative protected balance", async () => {

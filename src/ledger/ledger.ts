@@ -4,6 +4,7 @@ import { sql } from "kysely";
 import type { Queryable, Tx } from "../db/database.ts";
 import type { LedgerAccountKind } from "../db/schema.ts";
 import { AppError, errors } from "../errors.ts";
+import { systemAccounts } from "./accounts.ts";
 import { timeOrderedUuid } from "./ids.ts";
 import type { Cents } from "./money.ts";
 
@@ -151,11 +152,23 @@ function assertBalanced(postings: Posting[]): void {
   assert.equal(sum, 0n, "postings of an entry must sum to zero");
 }
 
+/**
+ * The net change of each account, in the order their rows are locked: clients' and cards' accounts
+ * by id, then the system accounts (shared by every client: airtime payable, SPEI out, fees) by id.
+ * Callers lock a client's or card's rows before posting (a payer's balance, a card), so a system
+ * account taken first would be held while waiting for those and close a cycle: an airtime top-up
+ * from a main balance waiting for it, an unload holding it and waiting for the card, a top-up paid
+ * by that card holding the card and waiting for the system account. Last, it is also held for the
+ * shortest time, which the hottest rows of all want.
+ */
 function netByAccount(postings: Posting[]): Array<[string, Cents]> {
   const net = new Map<string, Cents>();
   for (const p of postings) net.set(p.accountId, (net.get(p.accountId) ?? 0n) + p.amountCents);
-  return [...net.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const rank = (id: string) => (systemAccountIds.has(id) ? 1 : 0);
+  return [...net.entries()].sort(([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
 }
+
+const systemAccountIds = new Set<string>(Object.values(systemAccounts));
 
 async function applyDelta(tx: Tx, accountId: string, delta: Cents): Promise<void> {
   const result = await sql<{ balance_cents: bigint }>`
