@@ -626,6 +626,11 @@ test("a disabled sub-client's cards receive no payment (5405) until it is enable
   );
   assert.equal(await balanceOf(t.ctx.db, sub.clientId), 14_000n);
   expectOk(await setStatus("ACTIVE"));
+  // The refusal was the key's answer: enabled again, the attempt it refused still moves nothing.
+  // Regression (review): the 5405 was not stored, and the same key then paid.
+  const replayed = expectError(await pay(root, subCard.id, 10, {}, headers), 5405, 422);
+  assert.equal(replayed.headers["idempotent-replayed"], "true");
+  assert.equal(await balanceOf(t.ctx.db, subCard.id), 0n);
   expectOk(await pay(root, subCard.id, 10));
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });

@@ -1,7 +1,7 @@
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import {
-  findStoredResponse,
+  checkBeforeWork,
   type IdempotencyDraft,
   type IdempotencyScope,
   type IdempotentResult,
@@ -30,21 +30,19 @@ export async function payCard(
   body: Static<typeof PaymentBody>,
   draft: IdempotencyDraft | undefined,
 ): Promise<IdempotentResult> {
-  let request: PaymentRequest;
-  let idempotency: IdempotencyScope | undefined;
-  try {
-    const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
-    const ref = await parseCardNumber(ctx, body.card_number);
-    idempotency = draft?.complete({ card_number: cardRefName(ref) });
-    request = await paymentRequest(ctx, cards, caller, body, { amountCents, ref, idempotency });
-  } catch (error) {
-    // The key is checked in the batch; a request refused before it asks the store, so a used key
-    // still answers its first response, or 409 for another body.
-    const stored = idempotency ? await findStoredResponse(ctx.db, idempotency) : undefined;
-    if (stored) return stored;
-    throw error;
-  }
-  return batcher.submit(request);
+  // Validation (1xxx), not stored under the key: a retry evaluates the request again.
+  const amountCents = parsePesos(body.amount, "amount", { maxCents: limits.amountCentsMax });
+  const ref = await parseCardNumber(ctx, body.card_number);
+  const idempotency = draft?.complete({ card_number: cardRefName(ref) });
+  // The key is checked in the batch. A request refused before it (no such card, expired, a
+  // disabled client's) stores the refusal as the key's answer, as the batch stores its own: a
+  // client enabled again later must not see an attempt it was refused take effect. A used key
+  // still answers its first response, or 409 for another body.
+  const resolved = await checkBeforeWork(ctx.db, idempotency, () =>
+    paymentRequest(ctx, cards, caller, body, { amountCents, ref, idempotency }),
+  );
+  if ("stored" in resolved) return resolved.stored;
+  return batcher.submit(resolved.value);
 }
 
 /** The payment as the batcher takes it: the amount checked, the card resolved in the caller's scope. */
