@@ -88,6 +88,11 @@ export const errors = {
     "The client tree is at its maximum depth; no deeper sub-client can be created",
   ),
   clientStatusOwn: def(5104, 422, "A client cannot change its own status; its parent (or an ancestor) does"),
+  clientEnableNotAllowed: def(
+    5107,
+    422,
+    "The client was disabled by a client above you: only that client, or one above it, enables it again",
+  ),
   clientTransferInsufficient: def(
     5105,
     422,

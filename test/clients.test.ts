@@ -475,3 +475,30 @@ test("a parent disables a sub-client: its keys and those below it answer 2006 un
   expectOk(await balance(grandchildToken));
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
+
+test("a disable holds below the ancestor that decided it: a lower ancestor cannot enable the client again (5107)", async () => {
+  const root = await createTenant(t, { available: 10 });
+  const parent = await createSubClient(t, root, 5);
+  const child = await createSubClient(t, parent, 1);
+  const setStatus = (token: string, status: string) =>
+    call(t.app, "PUT", `/v1/clients/${child.clientId}/status`, { token, body: { status } });
+  // The root freezes the grandchild; its parent, still active, may not lift that (and then pay in).
+  expectOk(await setStatus(root.token, "DISABLED"));
+  expectError(await setStatus(parent.token, "ACTIVE"), 5107, 422);
+  expectError(await balanceCall(child.token), 2006, 401);
+  // Disabling it again is no change: the root's decision still holds.
+  expectOk(await setStatus(parent.token, "DISABLED"));
+  expectError(await setStatus(parent.token, "ACTIVE"), 5107, 422);
+  expectOk(await setStatus(root.token, "ACTIVE"));
+  expectOk(await balanceCall(child.token));
+  // A disable the parent decided, the parent lifts; and so may the root, above it.
+  expectOk(await setStatus(parent.token, "DISABLED"));
+  expectOk(await setStatus(root.token, "ACTIVE"));
+  expectOk(await setStatus(parent.token, "DISABLED"));
+  expectOk(await setStatus(parent.token, "ACTIVE"));
+  expectOk(await balanceCall(child.token));
+});
+
+function balanceCall(token: string) {
+  return call(t.app, "GET", "/v1/clients/balance", { token });
+}

@@ -41,6 +41,8 @@ export interface ClientsTable {
   contact: Json | null;
   legal_representative: Json | null;
   status: Generated<"ACTIVE" | "DISABLED">;
+  /** The client that disabled it (migration 0018); null when active or disabled before 0018. */
+  disabled_by_client_id: Generated<string | null>;
   min_balance_cents: Generated<bigint>;
   timezone: Generated<string>;
   created_at: Timestamp;

@@ -163,7 +163,7 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         operationId: "updateClientStatus",
         summary: "Disable (or enable again) a client of your subtree",
         description:
-          "DISABLED: the client and every client below it answer 2006 at login and on every call (within EMISOR_AUTH_CACHE_SECONDS in every process); they receive no money (incoming SPEI to their CLABEs is returned with cause 02, a payment onto their cards is 5405, a transfer between clients to them 5106), while their ancestors can still take it out (POST /v1/cards/unload, POST /v1/clients/transfers). Not your own status (5104). Emits client.status_changed to the client's parent when the status changes.",
+          "DISABLED: the client and every client below it answer 2006 at login and on every call (within EMISOR_AUTH_CACHE_SECONDS in every process); they receive no money (incoming SPEI to their CLABEs is returned with cause 02, a payment onto their cards is 5405, a transfer between clients to them 5106), while their ancestors can still take it out (POST /v1/cards/unload, POST /v1/clients/transfers). Not your own status (5104). Only the client that disabled it, or one above that one, enables it again (5107). Emits client.status_changed to the client's parent when the status changes.",
         security: bearerAuth,
         params: ClientParams,
         body: ClientStatusBody,

@@ -318,15 +318,26 @@ export async function setClientStatus(
     // Locked: a concurrent change waits, then reads the status this one left.
     const previous = await tx
       .selectFrom("clients")
-      .select("status")
+      .select(["status", "disabled_by_client_id"])
       .where("id", "=", client.id)
       .forUpdate()
       .executeTakeFirstOrThrow();
+    // A disable holds against the ancestors below the one that decided it: enabling again is that
+    // client's, or one above it's (a parent must not undo its own parent's freeze and pay in).
+    const disabler = previous.disabled_by_client_id;
+    if (status === "ACTIVE" && disabler && disabler !== caller.clientId) {
+      const above = await repo.findClientInScope(tx, caller.clientId, disabler);
+      if (!above) throw new AppError(errors.clientEnableNotAllowed);
+    }
     const data = { client: presentClient({ ...client, status }), previous_status: previous.status };
     if (previous.status !== status) {
       await tx
         .updateTable("clients")
-        .set({ status, updated_at: new Date() })
+        .set({
+          status,
+          disabled_by_client_id: status === "DISABLED" ? caller.clientId : null,
+          updated_at: new Date(),
+        })
         .where("id", "=", client.id)
         .execute();
       await emitEvent(tx, { type: "client.status_changed", clientId: client.parent_id ?? client.id, data });
