@@ -332,6 +332,11 @@ test("Idempotency-Key: a repeat replays the first answer and moves the money onc
   const again = await move(parent, parent.clientId, child.clientId, 30, { key: "top-up-1" });
   assert.deepEqual(again.body, first.body);
   assert.equal(again.headers["idempotent-replayed"], "true");
+  // The ids in another letter case name the same clients: the same request (review finding: 4001).
+  const upper = await move(parent, parent.clientId.toUpperCase(), child.clientId.toUpperCase(), 30, {
+    key: "top-up-1",
+  });
+  assert.deepEqual([upper.body, upper.headers["idempotent-replayed"]], [first.body, "true"]);
   expectError(await move(parent, parent.clientId, child.clientId, 31, { key: "top-up-1" }), 4001, 409);
 
   // Duplicates racing: one transfer.

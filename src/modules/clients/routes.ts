@@ -60,6 +60,16 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     "/v1/clients/transfers",
     {
       config: { idempotent: true, rateLimited: true },
+      // A client id in either letter case is the same client, so the same request under its
+      // Idempotency-Key (fingerprinted after validation, over the body as it then is).
+      preValidation: async (request) => {
+        const body = request.body as Record<string, unknown> | null;
+        if (!body || typeof body !== "object") return;
+        for (const field of ["from_client_id", "to_client_id"]) {
+          const value = body[field];
+          if (typeof value === "string") body[field] = value.toLowerCase();
+        }
+      },
       schema: {
         tags: ["clients"],
         operationId: "createClientTransfer",
