@@ -93,6 +93,12 @@ export async function createTenantWithCli(
   };
 }
 
+/** The caller's own client id (GET /v1/clients/balance). */
+export async function ownClientId(base: string, token: string): Promise<string> {
+  return (await api<{ balance: { client_id: string } }>(base, "GET", "/v1/clients/balance", token)).balance
+    .client_id;
+}
+
 /** The caller's first collection CLABE. */
 export async function collectionClabe(base: string, token: string): Promise<string> {
   const collection = await api<{ collection_accounts: Array<{ clabe: string }> }>(

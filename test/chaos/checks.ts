@@ -17,9 +17,12 @@ export interface Books {
 }
 
 export interface OpRecord {
-  kind: "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime";
+  kind: "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime" | "unload" | "pot";
   key: string;
-  /** Stored with the operation's effect: payment description, tracking key, concept, name, external id; the order id of a return. */
+  /**
+   * Stored with the operation's effect: payment or unload description, tracking key, concept, name,
+   * external id, client transfer description; the order id of a return.
+   */
   marker: string;
   tenant: string;
   session: Session;
@@ -160,7 +163,7 @@ async function effectCounts(
     database,
     `select e.description as marker, count(*)::int as all, count(*)::int as live,
             coalesce(sum((select p.amount_cents from postings p where p.entry_id = e.id and p.amount_cents > 0 limit 1)), 0)::text as cents
-       from journal_entries e where e.kind = 'CARD_PAYMENT' and e.description like 'CX%' group by 1
+       from journal_entries e where e.kind in ('CARD_PAYMENT', 'CARD_UNLOAD') and e.description like 'CX%' group by 1
      union all
      select clave_rastreo, count(*)::int, count(*)::int, sum(monto_cents)::text from transfer_operations where clave_rastreo like 'CX%' group by 1
      union all
@@ -171,7 +174,10 @@ async function effectCounts(
       where c.name like 'CX%' group by 1
      union all
      select external_id, count(*)::int, (count(*) filter (where status <> 'FAILED'))::int, sum(amount_cents)::text
-       from airtime_topups where external_id like 'CX%' group by 1`,
+       from airtime_topups where external_id like 'CX%' group by 1
+     union all
+     select description, count(*)::int, count(*)::int, sum(amount_cents)::text
+       from client_transfers where description like 'CX%' group by 1`,
   );
   return new Map(rows.map((r) => [r.marker, { all: r.all, live: r.live, cents: BigInt(r.cents) }]));
 }

@@ -52,17 +52,22 @@ interface Tenant {
   name: string;
   session: Session;
   clabe: string;
+  clientId: string;
+  /** A sub-client made at seeding that transfers between clients fund and sweep. */
+  potId: string;
   cards: string[];
   orders: string[];
 }
 
-type Kind = "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime";
+type Kind = OpRecord["kind"];
 const weights: Array<[Kind, number]> = [
   ["payment", 30],
   ["incoming", 20],
   ["transfer", 15],
   ["airtime", 10],
   ["subclient", 8],
+  ["unload", 6],
+  ["pot", 6],
   ["return", 5],
 ];
 const tag = randomBytes(3).toString("hex").toUpperCase();
@@ -145,6 +150,21 @@ function newOp(kind: Kind, tenant: Tenant): OpRecord | undefined {
         path: `/v1/sandbox/spei/orders/${order}/return`,
         body: {},
       };
+    }
+    case "unload": {
+      const amount = randomPesos(1, 20);
+      const card = pick(tenant.cards);
+      if (!card) return undefined;
+      const body = { card_number: card, amount, description: marker };
+      return { ...base, method: "POST", path: "/v1/cards/unload", body, amountCents: cents(amount) };
+    }
+    case "pot": {
+      // Down to the pot or back up, at random: either side may lack the money (5105).
+      const amount = randomPesos(1, 50);
+      const [from, to] =
+        Math.random() < 0.5 ? [tenant.clientId, tenant.potId] : [tenant.potId, tenant.clientId];
+      const body = { from_client_id: from, to_client_id: to, amount, description: marker };
+      return { ...base, method: "POST", path: "/v1/clients/transfers", body, amountCents: cents(amount) };
     }
     case "airtime": {
       const body = {
@@ -471,7 +491,10 @@ async function seedEmbedded(base: string, banner: string): Promise<Tenant[]> {
   ];
 }
 
-/** A tenant of the test: 12 active cards with PIN 4821, on a product with a transfer commission. */
+/**
+ * A tenant of the test: 12 active cards with PIN 4821, on a product with a transfer commission, and
+ * a sub-client (the pot) funded with 1,000.00 that transfers between clients fund and sweep.
+ */
 async function withCards(name: string, base: string, client: seed.Client, clabe: string): Promise<Tenant> {
   const session: Session = {
     token: client.token,
@@ -479,7 +502,10 @@ async function withCards(name: string, base: string, client: seed.Client, clabe:
   };
   const cards = await seed.seedCards(base, client, 12, { commission: 5 });
   await seed.setPins(base, client.token, await seed.systemPublicKey(base, client.token), cards, "4821");
-  return { name, session, clabe, cards: cards.map((c) => c.id), orders: [] };
+  const [pot] = await seed.seedSubclients(base, client, 1, 1000);
+  if (!pot) throw new Error("no pot sub-client");
+  const clientId = client.clientId || (await seed.ownClientId(base, client.token));
+  return { name, session, clabe, clientId, potId: pot.clientId, cards: cards.map((c) => c.id), orders: [] };
 }
 
 /** The same key and body again: the stored answer, marked replayed, and no new effect. */
