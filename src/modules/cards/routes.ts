@@ -126,7 +126,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
         operationId: "unloadCard",
         summary: "Move money from a card back to its client's main balance",
         description:
-          "The card's client (you or a sub-client) gets the money in its main balance, whoever calls. Any status: NEED_ACTIVATION, ACTIVE, TEMPORARY_INACTIVE, CANCELED, and expired cards. Without amount, the card's whole balance. More than the balance: 5403; a balance of 0.00: 5404. Nothing is written when refused.",
+          "The card's client (you or a sub-client) gets the money in its main balance, whoever calls. Any status: NEED_ACTIVATION, ACTIVE, TEMPORARY_INACTIVE, CANCELED, and expired cards. Without amount, the card's whole balance. More than the balance: 5403; a balance of 0.00: 5404. A refusal moves nothing (under an Idempotency-Key it is stored as the key's answer).",
         security: bearerAuth,
         body: UnloadBody,
         response: responses(UnloadData),
