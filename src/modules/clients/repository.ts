@@ -1,7 +1,7 @@
-import type { Insertable } from "kysely";
+import type { Insertable, Selectable } from "kysely";
 import { type RawBuilder, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
-import type { ClientsTable } from "../../db/schema.ts";
+import type { ClientsTable, ClientTransfersTable } from "../../db/schema.ts";
 import { instantKey } from "../../http/cursor.ts";
 
 /** SQL of the clients module. A client's main ledger account has the client's own id. */
@@ -235,15 +235,7 @@ export async function lockTransferParties(
     .execute();
 }
 
-export interface ClientTransferRow {
-  id: string;
-  from_client_id: string;
-  to_client_id: string;
-  created_by_client_id: string;
-  amount_cents: bigint;
-  description: string | null;
-  created_at: Date;
-}
+export type ClientTransferRow = Selectable<ClientTransfersTable>;
 
 export async function insertClientTransfer(
   db: Queryable,
