@@ -137,6 +137,12 @@ function trustedProxies(env: Env, name: string): false | string {
       throw new ConfigError(
         `${name} must be true, false or a comma-separated list of proxy addresses, CIDR ranges, loopback, linklocal or uniquelocal; got "${entry}"`,
       );
+    // A range of every address trusts every hop: the caller would choose its own address (and
+    // with it the login limits) by writing X-Forwarded-For.
+    if (prefix !== undefined && Number(prefix) === 0)
+      throw new ConfigError(
+        `${name} must not trust every address ("${entry}"): name your proxies' addresses or ranges`,
+      );
   }
   return entries.join(",");
 }
@@ -155,7 +161,7 @@ function probability(env: Env, name: string): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return 0;
   const value = Number(raw);
-  if (!/^(0|1|0?\.[0-9]+|1\.0*)$/.test(raw) || value < 0 || value > 1) {
+  if (!/^(0\.?|1\.?|0?\.[0-9]+|0\.[0-9]+|1\.0*)$/.test(raw) || value < 0 || value > 1) {
     throw new ConfigError(`${name} must be a number from 0 to 1, got "${raw}"`);
   }
   return value;
@@ -219,7 +225,11 @@ function databaseUrl(env: Env): string | undefined {
     port !== "" &&
     !(/^[0-9]{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65535)
   )
-    throw new ConfigError(`DATABASE_URL's port must be a number from 1 to 65535, got "${port}"`);
+    // Not echoed either: with an unencoded "/", "?" or "#" in the password, what reads as the port
+    // here is part of the password.
+    throw new ConfigError(
+      "DATABASE_URL's port must be a number from 1 to 65535 (special characters in the user name or password must be percent-encoded)",
+    );
   // As pg-connection-string parses it: spaces and stray % signs encoded, an empty host allowed
   // before a path (the socket directory then comes in ?host=).
   const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(raw)

@@ -33,6 +33,11 @@ export function parseMasterKey(text: string): Buffer {
     : Buffer.from(trimmed, "base64");
   if (key.length !== 32)
     throw new MasterKeyError("EMISOR_MASTER_KEY must be 32 bytes, as 64 hex digits or Base64");
+  // A placeholder, not a key: every byte alike (all zeros, all ones) derives keys anyone can.
+  if (key.every((byte) => byte === key[0]))
+    throw new MasterKeyError(
+      "EMISOR_MASTER_KEY is a placeholder (every byte the same); generate one: openssl rand -hex 32",
+    );
   return key;
 }
 

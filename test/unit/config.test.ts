@@ -33,10 +33,19 @@ test("DATABASE_URL must be a postgres:// URL with a valid port, and is never ech
     { DATABASE_URL: "postgres://u:secret@d<b>/emisor" },
     /^DATABASE_URL must be a PostgreSQL URL.*not a valid URL/,
   );
-  try {
-    loadConfig({ DATABASE_URL: "postgres://u:hunter2@db:99999/emisor" });
-  } catch (error) {
-    assert.doesNotMatch((error as Error).message, /hunter2/);
+  // No part of a password reaches the message, even one whose unencoded "/", "#" or "?" makes
+  // part of it read as the port. Regression (audit): `got "s3cr"` for "s3cr/et".
+  for (const url of [
+    "postgres://u:hunter2@db:99999/emisor",
+    "postgres://app:hunter2/et@db:5432/emisor",
+    "postgres://app:hunter2#et@db/emisor",
+    "postgres://app:hunter2?ss@db/emisor",
+  ]) {
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: url }),
+      (error: unknown) => error instanceof ConfigError && !/hunter2/.test(error.message),
+      url,
+    );
   }
   const accepted = [
     "postgres://postgres@127.0.0.1:5432/test",
@@ -114,7 +123,7 @@ test("EMISOR_DATA_DIR must be a directory that can be created or written, when i
   );
   assert.equal(loadConfig({ EMISOR_DATA_DIR: path.join(dir, "a", "b") }).dataDir, path.join(dir, "a", "b"));
   // Unused (PostgreSQL, and a master key given): not checked, so a read-only image can start.
-  const key = "11".repeat(32);
+  const key = "3f9c0a1b".repeat(8);
   const postgres = { DATABASE_URL: "postgres://db/emisor", EMISOR_MASTER_KEY: key, EMISOR_DATA_DIR: file };
   assert.equal(loadConfig(postgres).dataDir, file);
   refuses({ ...postgres, EMISOR_MASTER_KEY: "" }, /^EMISOR_DATA_DIR/);
@@ -123,7 +132,11 @@ test("EMISOR_DATA_DIR must be a directory that can be created or written, when i
 test("EMISOR_MASTER_KEY and EMISOR_SPEI_WEBHOOK_SECRET are checked before anything opens", () => {
   refuses({ EMISOR_MASTER_KEY: "abc" }, /^EMISOR_MASTER_KEY must be 32 bytes, as 64 hex digits or Base64$/);
   refuses({ EMISOR_MASTER_KEY: " " }, /^EMISOR_MASTER_KEY/);
-  assert.equal(loadConfig({ EMISOR_MASTER_KEY: "ab".repeat(32) }).masterKey, "ab".repeat(32));
+  const key = "3f9c0a1b".repeat(8);
+  assert.equal(loadConfig({ EMISOR_MASTER_KEY: key }).masterKey, key);
+  // A placeholder is not a key: every byte alike derives keys anyone can (audit: all zeros passed).
+  for (const placeholder of ["0".repeat(64), "f".repeat(64), "A".repeat(43) + "="])
+    refuses({ EMISOR_MASTER_KEY: placeholder }, /^EMISOR_MASTER_KEY is a placeholder/);
   // A blank secret is no secret; white space around one (a pasted line) fails every signature.
   for (const bad of [" ", "secret\n", " secret"])
     refuses(
@@ -146,4 +159,14 @@ test("numbers, switches and probabilities name their variable", () => {
     { EMISOR_SIM_SPEI_RETURN_PROBABILITY: "50%" },
     /^EMISOR_SIM_SPEI_RETURN_PROBABILITY must be a number from 0 to 1/,
   );
+  for (const [text, value] of [
+    ["0.", 0],
+    ["1.", 1],
+    ["0.25", 0.25],
+    [".5", 0.5],
+    ["1.00", 1],
+  ] as const)
+    assert.equal(loadConfig({ EMISOR_SIM_SPEI_RETURN_PROBABILITY: text }).speiSimReturnProbability, value);
+  for (const bad of ["1.5", "2", "-0.1", "0.5.1", "."])
+    refuses({ EMISOR_SIM_SPEI_RETURN_PROBABILITY: bad }, /must be a number from 0 to 1/);
 });

@@ -120,6 +120,9 @@ test("EMISOR_TRUST_PROXY names the proxies to believe, never every hop", () => {
   assert.equal(trust("10.0.0.0/8, 192.168.1.7,::1, fd00::/8"), "10.0.0.0/8,192.168.1.7,::1,fd00::/8");
   for (const bad of ["yes please", "10.0.0.0/33", "::1/129", "10.0.0/8", "2", "10.0.0.1/8/1"])
     assert.throws(() => trust(bad), ConfigError, bad);
+  // Every address is every hop, spelled as a range (audit): the caller would pick its address.
+  for (const everyone of ["0.0.0.0/0", "::/0", "10.0.0.1, 0.0.0.0/00"])
+    assert.throws(() => trust(everyone), /must not trust every address/, everyone);
 });
 
 test("EMISOR_SANDBOX set but empty stops the start instead of turning the sandbox on", () => {
