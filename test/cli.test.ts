@@ -8,7 +8,8 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { checkInvariants } from "../src/ledger/ledger.ts";
-import { call, expectOk, login } from "./helpers/api.ts";
+import { limits } from "../src/limits.ts";
+import { call, createTenant, expectError, expectOk, login } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 
 const run = promisify(execFile);
@@ -80,6 +81,23 @@ test("on the embedded engine: migrate, then tenant create, in a new data directo
   const output = JSON.parse(stdout) as Record<string, unknown>;
   assert.equal(output.alias, "EMB");
   assert.equal(output.available, 0);
+});
+
+test("key unlock lifts a key's login lock, which anyone knowing the key id can set", async (s) => {
+  if (!t.databaseUrl) {
+    s.skip("the CLI shares a running service's database on PostgreSQL only (the embedded one is locked)");
+    return;
+  }
+  const tenant = await createTenant(t);
+  const attempt = (password: string) =>
+    call(t.app, "POST", "/v1/auth/login", { body: { api_client: { api_key: tenant.apiKey, password } } });
+  for (let i = 0; i < limits.loginFailuresPerKeyMax; i++) await attempt("not the password");
+  expectError(await attempt(tenant.password), 2008, 429);
+  const { stderr } = await emisor(["key", "unlock", "--api-key", tenant.apiKey], "x");
+  assert.match(stderr, /failed logins forgotten/);
+  expectOk(await attempt(tenant.password));
+  const again = await emisor(["key", "unlock", "--api-key", tenant.apiKey], "x");
+  assert.match(again.stderr, /nothing to unlock/);
 });
 
 test("bad arguments fail with a message and a non-zero exit", async () => {

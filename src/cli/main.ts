@@ -7,6 +7,7 @@ import { AppError } from "../errors.ts";
 import { parsePesosText, toPesos } from "../ledger/money.ts";
 import { limits } from "../limits.ts";
 import { main as serve } from "../main.ts";
+import { forgetKeyFailures } from "../modules/auth/repository.ts";
 import { createRootClient } from "../modules/clients/service.ts";
 
 /**
@@ -18,6 +19,7 @@ const usage = `Usage:
   emisor migrate                     apply pending database migrations
   emisor tenant create --name NAME [--alias ALIAS] [--available 1000.00] [--json]
                                      create a root client with an API key
+  emisor key unlock --api-key KEY    lift an API key's login lock (failed logins forgotten)
 Environment: DATABASE_URL selects PostgreSQL; otherwise the embedded database in EMISOR_DATA_DIR.`;
 
 /** Opens the configured database, applies pending migrations, runs `work`, closes. */
@@ -104,6 +106,23 @@ async function tenantCreate(args: string[]): Promise<void> {
   }
 }
 
+/**
+ * Forgets an API key's failed logins, lifting its lock (2008). Anyone who knows a key id can lock
+ * it with wrong passwords (the price of a lock that stops guessing); this is the operator's way
+ * to let its owner back in before the lock runs out.
+ */
+async function keyUnlock(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { "api-key": { type: "string" } } });
+  const apiKey = values["api-key"];
+  if (!apiKey) throw new Error("--api-key is required");
+  const forgotten = await withDatabase(async (database) => forgetKeyFailures(database.db, apiKey));
+  process.stderr.write(
+    forgotten
+      ? `${apiKey}: failed logins forgotten; it can log in again\n`
+      : `${apiKey}: no failed logins recorded; nothing to unlock\n`,
+  );
+}
+
 export async function run(argv: string[]): Promise<void> {
   const [command = "serve", sub, ...rest] = argv;
   if (command === "serve") return serve();
@@ -113,6 +132,7 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   if (command === "tenant" && sub === "create") return tenantCreate(rest);
+  if (command === "key" && sub === "unlock") return keyUnlock(rest);
   if (command === "help" || command === "--help" || command === "-h") {
     process.stdout.write(`${usage}\n`);
     return;

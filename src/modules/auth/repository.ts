@@ -184,6 +184,17 @@ export async function recordLoginSuccess(
   return limitsOf(row);
 }
 
+/** Forgets a key id's failed logins (its lock with them); true when there were any. */
+export async function forgetKeyFailures(db: Queryable, apiKey: string): Promise<boolean> {
+  const deleted = await db
+    .deleteFrom("login_failures")
+    .where("kind", "=", "key")
+    .where("subject", "=", apiKey)
+    .returning("subject")
+    .execute();
+  return deleted.length > 0;
+}
+
 /**
  * Deletes up to `max` rows of login_failures that expired (they no longer count), skipping rows
  * another statement holds: it never waits, so it cannot deadlock with the counts.
