@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { decoyHash, verifySecret } from "../../crypto/secrets.ts";
 import type { Db } from "../../db/database.ts";
 import { AppError, errors } from "../../errors.ts";
@@ -54,7 +55,7 @@ export class AuthService {
    * same failures, and one scrypt check in the same time.
    */
   async login(apiKey: string, password: string, address: string): Promise<LoginResult> {
-    const attempt = { apiKey, address };
+    const attempt = { apiKey, address: addressBucket(address) };
     const found = await repo.findKeyForLogin(this.#db, attempt, loginRules);
     throwIfLimited(found.limits);
     const right = await verifySecret(password, found.key?.passwordHash ?? decoyHash, async () => {
@@ -161,4 +162,27 @@ function callerOf(claims: TokenClaims, state: repo.KeyState | undefined): Caller
     tokenId: claims.jti,
     tokenExpiresAt: claims.exp,
   };
+}
+
+/**
+ * What the per-address limit counts: an IPv4 address (an IPv4-mapped IPv6 one as IPv4), or an
+ * IPv6 address's /64. A single IPv6 host is routinely given a whole /64, so counting each /128
+ * would let it rotate addresses and never reach the limit.
+ */
+export function addressBucket(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped?.[1]) return mapped[1];
+  if (isIP(address) !== 6) return address;
+  const [head = "", tail] = address.toLowerCase().split("%")[0]?.split("::") ?? [];
+  const groupsOf = (text: string | undefined) => (text ? text.split(":") : []);
+  const left = groupsOf(head);
+  const right = groupsOf(tail);
+  // An embedded IPv4 tail (::1.2.3.4) is two groups; only the first four groups matter here.
+  const width = (groups: string[]) => groups.reduce((n, g) => n + (g.includes(".") ? 2 : 1), 0);
+  const groups =
+    tail === undefined ? left : [...left, ...Array(8 - width(left) - width(right)).fill("0"), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => (g.includes(".") ? "0" : Number.parseInt(g || "0", 16).toString(16)))
+    .join(":")}::/64`;
 }
