@@ -48,6 +48,17 @@ export const limits = {
    * memory; its data files are real files, so the operating system caches them anyway.
    */
   pgliteSharedBuffers: "32MB",
+  /**
+   * The embedded data directory's lock (src/db/dir-lock.ts): its owner touches it this often, and
+   * where the owner cannot be looked up (another PID namespace, as in two containers sharing one
+   * volume, or another host) the lock is held while its last touch is younger than the lease. The
+   * touch runs on the event loop, which PGlite blocks while it runs a statement (PostgreSQL in
+   * WebAssembly on the main thread, with no statement timeout), so the lease is 12 beats: a pause
+   * of up to a minute does not hand the directory to a second process. It is also how long a start
+   * waits, at most, before taking over a lock left by a crash in another namespace.
+   */
+  dirLockHeartbeatMs: 5_000,
+  dirLockLeaseMs: 60_000,
   /** Idempotency keys are kept at least this long (architecture: >= 24 h). */
   idempotencyKeyTtlHours: 48,
   idempotencyKeyLengthMax: 255,

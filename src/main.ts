@@ -30,6 +30,7 @@ export async function runServer(
     queryTimeoutMs: config.dbQueryTimeoutMs,
     preparedStatements: config.dbPreparedStatements,
     onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
+    warn: (message) => logger.warn(message),
   });
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");

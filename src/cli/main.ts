@@ -29,6 +29,7 @@ async function withDatabase<T>(work: (database: Database, applied: string[]) => 
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: 2,
+    warn: (message) => process.stderr.write(`${message}\n`),
   });
   try {
     const applied = await migrate(database);

@@ -47,6 +47,11 @@ export interface DatabaseOptions {
   queryTimeoutMs?: number;
   /** PostgreSQL: how many distinct statement texts are prepared; 0 prepares none. */
   preparedStatements?: number;
+  /**
+   * Embedded: told what the data directory's lock does that an operator should know (a start
+   * waiting up to a minute for a lock of another PID namespace, a lock lost while open).
+   */
+  warn?: (message: string) => void;
 }
 
 // int8 -> bigint everywhere: money is bigint centavos from the column to the edge.
@@ -61,7 +66,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 async function openPGlite(options: DatabaseOptions): Promise<Database> {
   if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
   // PGlite has no cross-process locking: two processes on one directory would corrupt it.
-  const releaseLock = options.dataDir ? acquireDirLock(options.dataDir) : () => {};
+  const releaseLock = options.dataDir
+    ? await acquireDirLock(options.dataDir, { warn: options.warn })
+    : () => {};
   const initialized = options.dataDir ? prepareDataDir(options.dataDir) : () => {};
   // One options object: `new PGlite(undefined, options)` silently drops the options (and with
   // them the int8 parser, turning money into floats).
