@@ -69,17 +69,25 @@ async function openPGlite(options: DatabaseOptions): Promise<Database> {
   const releaseLock = options.dataDir
     ? await acquireDirLock(options.dataDir, { warn: options.warn })
     : () => {};
-  const initialized = options.dataDir ? prepareDataDir(options.dataDir) : () => {};
-  // One options object: `new PGlite(undefined, options)` silently drops the options (and with
-  // them the int8 parser, turning money into floats).
-  const pglite = new PGlite({
-    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
-    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
-    parsers: { [int8Oid]: parseBigint, [numericOid]: (value: string) => value },
-    postgresqlconf: [`shared_buffers = ${limits.pgliteSharedBuffers}`],
-  });
-  await pglite.waitReady;
-  initialized();
+  let pglite: PGlite;
+  try {
+    const initialized = options.dataDir ? prepareDataDir(options.dataDir) : () => {};
+    // One options object: `new PGlite(undefined, options)` silently drops the options (and with
+    // them the int8 parser, turning money into floats).
+    pglite = new PGlite({
+      ...(options.dataDir ? { dataDir: options.dataDir } : {}),
+      ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+      parsers: { [int8Oid]: parseBigint, [numericOid]: (value: string) => value },
+      postgresqlconf: [`shared_buffers = ${limits.pgliteSharedBuffers}`],
+    });
+    await pglite.waitReady;
+    initialized();
+  } catch (error) {
+    // A start that failed holds nothing: a retry in this process (which a held lock refuses) or
+    // another process may open the directory.
+    releaseLock();
+    throw error;
+  }
   const db = new Kysely<Schema>({ dialect: new PGliteDialect(pglite, limits.dbAcquireTimeoutMs) });
   return {
     engine: "pglite",

@@ -23,6 +23,7 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { openDatabase } from "../../src/db/database.ts";
 import { acquireDirLock } from "../../src/db/dir-lock.ts";
 
 const linuxOnly = process.platform === "linux" ? false : "the start time and boot id come from /proc";
@@ -276,6 +277,16 @@ test("a second open of a directory in the process that holds its lock is refused
   release();
   (await acquireDirLock(link))();
   assert.deepEqual(readdirSync(dir), []);
+});
+
+test("a start whose database fails to open leaves the directory unlocked", async () => {
+  // The lock refuses a second open in its process, so a failed open must not keep it: a retry
+  // would be told the directory is open here instead of why it fails.
+  const dir = mkdtempSync(path.join(tmpdir(), "emisor-lock-"));
+  writeFileSync(path.join(dir, "PG_VERSION"), "9\n");
+  for (let attempt = 0; attempt < 2; attempt++)
+    await assert.rejects(openDatabase({ dataDir: dir }), /PGlite failed to initialize properly/);
+  assert.equal(existsSync(path.join(dir, "emisor.lock")), false);
 });
 
 const unshareWorks =
