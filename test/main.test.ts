@@ -106,7 +106,7 @@ test("a malformed setting stops the start with a message naming its variable, be
     ],
     [
       { DATABASE_URL: "postgres://u:hunter2@127.0.0.1:99999/x" },
-      /^emisor: DATABASE_URL's port must be a number from 1 to 65535, got "99999"$/m,
+      /^emisor: DATABASE_URL's port must be a number from 1 to 65535 \(special characters in the user name or password must be percent-encoded\)$/m,
     ],
     // Port 1 on the loopback: refused at once, wherever the tests run.
     [
