@@ -240,6 +240,34 @@ test("a redelivery that writes the codes with other zeros is the same abono: cre
   await assertLedgerBalanced(t);
 });
 
+test("a redelivery that spells the tracking key in another letter case is the same abono: credited once", async () => {
+  // Regression (audit): MBAN… and mban… were two abonos, credited twice.
+  const fresh = await createTenant(t);
+  const body = abono(fresh.clabe, { ClaveRastreo: "MbAn01002503050001", Monto: 300 });
+  const first = expectOk(await postSigned(t, incoming, body)) as AbonoAnswer;
+  assert.deepEqual([first.duplicate, first.transfer_operation?.clave_rastreo], [false, "MBAN01002503050001"]);
+  for (const spelling of ["mban01002503050001", "MBAN01002503050001", "MbAn01002503050001"]) {
+    const again = expectOk(await postSigned(t, incoming, { ...body, ClaveRastreo: spelling })) as AbonoAnswer;
+    assert.deepEqual([again.duplicate, again.transfer_operation?.id], [true, first.transfer_operation?.id]);
+  }
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 30_000n);
+  // An abono stored as sent by an earlier release (not upper-cased) is still found by that spelling.
+  const older = abono(fresh.clabe, { ClaveRastreo: "legacy0001", Monto: 5 });
+  const stored = expectOk(await postSigned(t, incoming, older)) as AbonoAnswer;
+  await t.ctx.db
+    .updateTable("transfer_operations")
+    .set({ clave_rastreo: "legacy0001" })
+    .where("id", "=", stored.transfer_operation?.id ?? "")
+    .execute();
+  const redelivered = expectOk(await postSigned(t, incoming, older)) as AbonoAnswer;
+  assert.deepEqual(
+    [redelivered.duplicate, redelivered.transfer_operation?.id],
+    [true, stored.transfer_operation?.id],
+  );
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 30_500n);
+  await assertLedgerBalanced(t);
+});
+
 test("Banxico's own code (2001) is stored as the catalog's key, and its redelivery with other zeros is the same abono", async () => {
   // Regression (domain audit): codes were padded to five digits, so Banxico was stored "02001", a
   // code the catalog (and transfers out) do not know.
@@ -339,13 +367,32 @@ test("a signed but malformed abono is 400 with the failed fields; STP-style inte
   expectError(await postSigned(t, incoming, abono(tenant.clabe, { FechaOperacion: 20250230 })), 1000, 400);
   // Regression (contract audit): year 0000 is a date to JavaScript, not to PostgreSQL (a 500 the
   // rail would retry for ever).
-  for (const fields of [
-    { FechaOperacion: "0000-01-01" },
-    { FechaOperacion: "00000101" },
-    { TsLiquidacion: "0000-01-01T00:00:00Z" },
-    { TsLiquidacion: 253402300800000 },
-  ]) {
+  for (const fields of [{ FechaOperacion: "0000-01-01" }, { FechaOperacion: "00000101" }]) {
     expectError(await postSigned(t, incoming, abono(tenant.clabe, fields)), 1000, 400);
+  }
+  // An optional TsLiquidacion never bounces an abono: one that names no instant is absent (the
+  // arrival time is kept, as without one), and a time without a zone is Mexico City's (SPEI's).
+  // Regression (audit): both were 400.
+  for (const [ts, stored] of [
+    ["0000-01-01T00:00:00Z", null],
+    [253402300800000, null],
+    ["yesterday", null],
+    ["2025-03-05T10:00:00", "2025-03-05T16:00:00.000Z"],
+    ["2025-03-05 10:00:00.250", "2025-03-05T16:00:00.250Z"],
+    ["2025-03-05T10:00:00-05:00", "2025-03-05T15:00:00.000Z"],
+  ] as const) {
+    const taken = expectOk(
+      await postSigned(t, incoming, abono(tenant.clabe, { TsLiquidacion: ts })),
+    ) as AbonoAnswer;
+    assert.equal(taken.mensaje, "confirmar", String(ts));
+    const [row] = await t.ctx.db
+      .selectFrom("transfer_operations")
+      .select("ts_liquidacion")
+      .where("id", "=", taken.transfer_operation?.id ?? "")
+      .execute();
+    const kept = new Date(row?.ts_liquidacion ?? 0);
+    if (stored) assert.equal(kept.toISOString(), stored, String(ts));
+    else assert.ok(Math.abs(Date.now() - kept.getTime()) < 60_000, `${ts}: ${kept.toISOString()}`);
   }
   expectError(await postSigned(t, incoming, null, { raw: "{not json" }), 1001, 400);
 });

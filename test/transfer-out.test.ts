@@ -289,6 +289,31 @@ test("a settled order can still be returned by the receiving bank; the refund is
     [true, late.id, "DEVUELTA"],
   );
   assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  // A key in another letter case names the same order (Emisor's keys are upper case). Regression
+  // (audit): a lower-case key answered 3502 forever.
+  const lower = await order(payer, 5000n, 0n);
+  await dispatch();
+  await speiSimulator(t).flush();
+  const returnedLower = expectOk(
+    await postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: lower.trackingKey.toLowerCase(),
+      FechaOperacion: lower.operationDate,
+      Estado: "DEVOLUCION",
+    }),
+  ) as { applied: boolean; transfer: { id: string } };
+  assert.deepEqual([returnedLower.applied, returnedLower.transfer.id], [true, lower.id]);
+  assert.equal(await balanceOf(t.ctx.db, payer), 30000n);
+  // A key shaped like Emisor's whose date does not exist names no order: 3502, not a 500.
+  for (const key of ["EMS20251340AAAAAAAAAAAA", "EMS20250230AAAAAAAAAAAA", "EMS00000101AAAAAAAAAAAA"])
+    expectError(
+      await postSigned(t, "/v1/rails/spei/order-state", {
+        ClaveRastreo: key,
+        FechaOperacion: created.operationDate,
+        Estado: "LIQUIDACION",
+      }),
+      3502,
+      404,
+    );
   expectError(
     await postSigned(t, "/v1/rails/spei/order-state", {
       ClaveRastreo: "NOSUCHKEY1",
@@ -500,4 +525,29 @@ test("beneficiary validation: every rule of 4.10, all failures listed at once", 
     failing({ beneficiary_account: "1", numeric_reference: "0", beneficiary_email: "x" }).sort(),
     ["beneficiary_account:pattern", "beneficiary_email:format", "numeric_reference:minimum"],
   );
+});
+
+test("a settlement's TsLiquidacion without a zone is Mexico City time; one that names no time settles without it", async () => {
+  // Regression (audit): "2025-03-05T10:00:00" was a 400, and the order stayed ENVIADA while the
+  // rail retried; the README says nothing optional refuses a state change.
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const zoneless = await order(payer, 1000n, 0n);
+  const unreadable = await order(payer, 1000n, 0n);
+  await dispatch();
+  for (const [sent, ts, shown] of [
+    [zoneless, "2025-03-05T10:00:00", "2025-03-05T16:00:00.000Z"],
+    [unreadable, "0000-01-01T00:00:00Z", undefined],
+  ] as const) {
+    const answer = expectOk(
+      await postSigned(t, "/v1/rails/spei/order-state", {
+        ClaveRastreo: sent.trackingKey,
+        FechaOperacion: sent.operationDate,
+        Estado: "LIQUIDACION",
+        TsLiquidacion: ts,
+      }),
+    ) as { applied: boolean; transfer: { status: string; ts_liquidacion: string | null } };
+    assert.deepEqual([answer.applied, answer.transfer.status], [true, "LIQUIDADA"], ts);
+    if (shown) assert.equal(answer.transfer.ts_liquidacion, shown);
+  }
+  await assertLedgerBalanced(t);
 });

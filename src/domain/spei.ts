@@ -68,10 +68,15 @@ export function newTrackingKey(operationDate: string): string {
   return `EMS${operationDate.replace(/-/g, "")}${random}`;
 }
 
-/** The operation date (YYYY-MM-DD) a key of `newTrackingKey` carries; undefined for any other key. */
+/**
+ * The operation date (YYYY-MM-DD) a key of `newTrackingKey` carries; undefined for any other key,
+ * including one shaped like it whose date does not exist (20251340): it names no order of Emisor's.
+ */
 export function trackingKeyDate(key: string): string | undefined {
-  const found = /^EMS(\d{4})(\d{2})(\d{2})[0-9A-Z]{12}$/.exec(key);
-  return found ? `${found[1]}-${found[2]}-${found[3]}` : undefined;
+  const found = /^EMS(\d{4})(\d{2})(\d{2})[0-9A-Z]{12}$/i.exec(key);
+  if (!found) return undefined;
+  const date = `${found[1]}-${found[2]}-${found[3]}`;
+  return isRealDate(date) ? date : undefined;
 }
 
 export function isTrackingKey(key: string): boolean {
@@ -113,6 +118,44 @@ export function isRealDate(text: string): boolean {
   if (!/^[0-9]{4}-[0-9]{2}-[0-9]{2}$/.test(text) || text.startsWith("0000")) return false;
   const date = new Date(`${text}T00:00:00Z`);
   return !Number.isNaN(date.getTime()) && date.toISOString().slice(0, 10) === text;
+}
+
+const mexicoCityClock = new Intl.DateTimeFormat("en-CA", {
+  timeZone: "America/Mexico_City",
+  hourCycle: "h23",
+  year: "numeric",
+  month: "2-digit",
+  day: "2-digit",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+});
+
+/** How far Mexico City's clock is from UTC at `instant`, in milliseconds (-6 h, -5 h in old summers). */
+function mexicoCityOffsetMs(instant: number): number {
+  const part = (parts: Intl.DateTimeFormatPart[], type: string) =>
+    Number(parts.find((p) => p.type === type)?.value);
+  const parts = mexicoCityClock.formatToParts(instant);
+  const asUtc = Date.UTC(
+    part(parts, "year"),
+    part(parts, "month") - 1,
+    part(parts, "day"),
+    part(parts, "hour"),
+    part(parts, "minute"),
+    part(parts, "second"),
+  );
+  return asUtc - Math.floor(instant / 1000) * 1000;
+}
+
+/**
+ * The instant a Mexico City wall-clock time (YYYY-MM-DDTHH:MM:SS[.fff], no zone) names, as SPEI
+ * participants write their times; undefined when it is no time at all.
+ */
+export function mexicoCityInstant(local: string): Date | undefined {
+  const wall = Date.parse(`${local}Z`);
+  if (Number.isNaN(wall)) return undefined;
+  const first = wall - mexicoCityOffsetMs(wall);
+  return new Date(wall - mexicoCityOffsetMs(first));
 }
 
 /** Whole days from `from` to `to` (both YYYY-MM-DD). */

@@ -150,13 +150,15 @@ export async function insertTransferOperation(tx: Tx, row: NewTransferOperation)
 /** The stored abono with this key (fecha de operación, sender, clave de rastreo), with its CLABE. */
 export async function findAbono(
   db: Queryable,
-  key: { fecha: string; institucionOrdenante: string; claveRastreo: string },
+  key: { fecha: string; institucionOrdenante: string; spellings: string[] },
 ): Promise<(TransferOperationRow & { clabe: string }) | undefined> {
   const result = await sql<TransferOperationRow & { clabe: string }>`
     select ${operationColumns}, a.clabe
     from transfer_operations o join collection_accounts a on a.id = o.collection_account_id
     where o.fecha_operacion = ${key.fecha}::date and o.institucion_ordenante = ${key.institucionOrdenante}
-      and o.clave_rastreo = ${key.claveRastreo}`.execute(db);
+      and o.clave_rastreo = any(${key.spellings}::text[])
+    order by o.clave_rastreo = ${key.spellings[0]} desc
+    limit 1`.execute(db);
   return result.rows[0];
 }
 

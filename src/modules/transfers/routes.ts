@@ -215,7 +215,8 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     async (request) => {
       const body = request.body;
       const outcome = await applySpeiStateChange(ctx.db, {
-        trackingKey: body.ClaveRastreo,
+        // Emisor's keys are upper case; a rail that changes the case still names the same order.
+        trackingKey: body.ClaveRastreo.toUpperCase(),
         operationDate: railDate(body.FechaOperacion, "FechaOperacion"),
         estado: body.Estado,
         detalle: body.Detalle ?? "",
@@ -266,7 +267,7 @@ function registerSandboxSpeiRoutes(app: FastifyInstance, ctx: AppContext): void 
         {
           clabe: b.clabe,
           amountCents: abonoAmountCents(b.amount, "amount"),
-          trackingKey: b.tracking_key,
+          trackingKey: b.tracking_key?.toUpperCase(),
           operationDate: b.operation_date,
           payerName: b.payer_name,
           payerAccount: b.payer_account,

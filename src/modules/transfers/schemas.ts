@@ -1,5 +1,11 @@
 import { type Static, type TSchema, Type } from "typebox";
-import { isRealDate, numericCode, returnCauses, trackingKeyLengthMax } from "../../domain/spei.ts";
+import {
+  isRealDate,
+  mexicoCityInstant,
+  numericCode,
+  returnCauses,
+  trackingKeyLengthMax,
+} from "../../domain/spei.ts";
 import { invalidField } from "../../errors.ts";
 import {
   CreatedWindowQuery,
@@ -189,8 +195,9 @@ const RailDate = Type.Union(
   ],
   { description: "Operation date: YYYY-MM-DD, YYYYMMDD or the integer yyyymmdd" },
 );
-const RailTimestamp = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "date-time" })], {
-  description: "Epoch milliseconds or ISO 8601",
+const RailTimestamp = Type.Union([Type.Integer({ minimum: 0 }), Type.String()], {
+  description:
+    "Epoch milliseconds or ISO 8601 (without a zone: Mexico City time); one that names no instant is ignored, not refused",
 });
 /** An optional field a rail may also send as null: null is absent (a 400 would bounce money). */
 const RailOptional = <T extends TSchema>(schema: T) => Type.Optional(Type.Union([schema, Type.Null()]));
@@ -281,13 +288,28 @@ export function railDate(value: string | number, field: string): string {
 }
 
 const isoDateTime =
-  /^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$/;
+  /^([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]([0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?)([Zz]|[+-][0-9]{2}:[0-9]{2})?$/;
 
+/**
+ * A rail's optional timestamp (TsLiquidacion): epoch milliseconds or ISO 8601, a time without a
+ * zone read as Mexico City's clock (SPEI's). One that names no instant in years 0001-9999 is
+ * absent, never a refusal: a 400 would bounce an abono, or leave a settlement unapplied, over a
+ * field nothing depends on.
+ */
 export function railTimestamp(value: string | number | null | undefined, field: string): Date | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value === "string" && !isoDateTime.test(value))
-    throw invalidField(field, "format", "must be epoch milliseconds or an ISO 8601 date-time");
-  return instantOf(value, field);
+  let instant: Date | undefined;
+  if (typeof value === "number") instant = new Date(value);
+  else {
+    const found = isoDateTime.exec(value);
+    if (!found) return undefined;
+    instant = found[4] ? new Date(value) : mexicoCityInstant(`${found[1]}T${found[2]}`);
+  }
+  try {
+    return instant && instantOf(instant.getTime(), field);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -305,7 +327,11 @@ export function abonoOf(body: IncomingBodyType): Abono {
     fechaOperacion: railDate(body.FechaOperacion, "FechaOperacion"),
     institucionOrdenante: numericCode(body.InstitucionOrdenante),
     institucionBeneficiaria: numericCode(body.InstitucionBeneficiaria),
-    claveRastreo: body.ClaveRastreo,
+    // One transfer whatever the letter case a (re)delivery spells its key in: stored upper case,
+    // so the unique key of abonos holds across spellings. Rows stored before as sent are still
+    // found by the spelling they were stored in.
+    claveRastreo: body.ClaveRastreo.toUpperCase(),
+    claveRastreoAsSent: body.ClaveRastreo,
     montoCents: abonoAmountCents(body.Monto, "Monto"),
     nombreOrdenante: body.NombreOrdenante,
     tipoCuentaOrdenante: numericCode(body.TipoCuentaOrdenante),

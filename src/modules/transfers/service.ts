@@ -79,7 +79,10 @@ export interface Abono {
   fechaOperacion: string;
   institucionOrdenante: string;
   institucionBeneficiaria: string;
+  /** Upper case: the key's one spelling, as stored. */
   claveRastreo: string;
+  /** As the rail sent it, when that differs: finds an abono stored before keys were upper-cased. */
+  claveRastreoAsSent?: string | undefined;
   montoCents: Cents;
   nombreOrdenante: string;
   tipoCuentaOrdenante: string;
@@ -203,6 +206,7 @@ function abonoKey(abono: Abono) {
     fecha: abono.fechaOperacion,
     institucionOrdenante: abono.institucionOrdenante,
     claveRastreo: abono.claveRastreo,
+    spellings: [abono.claveRastreo, abono.claveRastreoAsSent ?? abono.claveRastreo],
   };
 }
 
