@@ -443,6 +443,61 @@ test("an unreachable rail is retried later; a refusal cancels the order with a f
   await assertLedgerBalanced(t);
 });
 
+test("a refused re-send of an order the rail accepted keeps it ENVIADA; a refused first send cancels and refunds", async () => {
+  // Regression (audit): a refusal was applied as a cancellation whatever the order's state, so a
+  // participant answering "duplicate tracking key" to the settlement check's re-send cancelled an
+  // accepted order and refunded the payer while the rail could still settle it: money created.
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const accepted = await order(payer, 1000n, 100n);
+  await dispatch();
+  assert.equal(await statusOf(accepted.id), "ENVIADA");
+  const charged = 30000n - 1116n;
+  assert.equal(await balanceOf(t.ctx.db, payer), charged);
+  const refusing: SpeiRail = {
+    submitOrder: async () => ({ accepted: false, detail: "Clave de rastreo duplicada" }),
+    onStateChange: () => {},
+    close: async () => {},
+  };
+  const warnings: Array<[string, Record<string, unknown>]> = [];
+  await expireRailLeases(t);
+  await dispatchSpeiOrders({
+    db: t.ctx.db,
+    rail: refusing,
+    vaultKey: t.ctx.keys.vault,
+    warn: (message, detail) => warnings.push([message, detail]),
+  });
+  const view = expectOk(await getOrder(tenant, accepted.id)).transfer;
+  assert.equal(view.status, "ENVIADA");
+  assert.equal(await balanceOf(t.ctx.db, payer), charged);
+  assert.equal(
+    (await eventsOf(t, tenant.clientId, "transfer.out.returned")).filter((e) => e.id === accepted.id).length,
+    0,
+  );
+  const job = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select(["last_error", sql<number>`extract(epoch from next_attempt_at - now())::int`.as("due_in")])
+    .where("ref_id", "=", accepted.id)
+    .executeTakeFirstOrThrow();
+  assert.match(job.last_error ?? "", /Clave de rastreo duplicada/);
+  // Due again at the next settlement check (600 s), not sooner.
+  assert.ok(job.due_in > 590 && job.due_in <= 600, `due in ${job.due_in} s`);
+  const warned = warnings.find(([, detail]) => detail.order_id === accepted.id);
+  assert.ok(warned, "the refusal is logged");
+  assert.equal(warned[1].detail, "Clave de rastreo duplicada");
+  // The rail's own outcome still arrives and is applied once.
+  await speiSimulator(t).flush();
+  assert.equal(expectOk(await getOrder(tenant, accepted.id)).transfer.status, "LIQUIDADA");
+  assert.equal(await balanceOf(t.ctx.db, payer), charged);
+  // An order the rail never accepted and now refuses is cancelled and refunded, as before.
+  const fresh = await order(payer, 2000n, 100n);
+  await dispatch(refusing);
+  const cancelled = expectOk(await getOrder(tenant, fresh.id)).transfer;
+  assert.equal(cancelled.status, "CANCELADA");
+  assert.equal(cancelled.status_detail, "Clave de rastreo duplicada");
+  assert.equal(await balanceOf(t.ctx.db, payer), charged);
+  await assertLedgerBalanced(t);
+});
+
 test("sandbox forced return: DEVUELTA with the cause, idempotent, once; another tenant's order is 404", async () => {
   const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
   const created = await order(payer, 5000n, 500n);

@@ -71,9 +71,17 @@ export async function retryRailJobLater(
     where id = ${job.id}`.execute(db);
 }
 
-/** The job is not finished but needs nothing before `seconds` from now (an order awaiting settlement). */
-export async function postponeRailJob(db: Queryable, job: RailJob, seconds: number): Promise<void> {
+/**
+ * The job is not finished but needs nothing before `seconds` from now (an order awaiting
+ * settlement); `note` is kept as its last error for operators (else it is cleared).
+ */
+export async function postponeRailJob(
+  db: Queryable,
+  job: RailJob,
+  seconds: number,
+  note: string | null = null,
+): Promise<void> {
   await sql`
-    update rail_outbox set last_error = null, next_attempt_at = now() + ${seconds}::integer * interval '1 second'
+    update rail_outbox set last_error = ${note?.slice(0, limits.railErrorLengthMax) ?? null}, next_attempt_at = now() + ${seconds}::integer * interval '1 second'
     where id = ${job.id}`.execute(db);
 }

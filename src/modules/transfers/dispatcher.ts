@@ -17,8 +17,10 @@ import * as repo from "./repository.ts";
 /**
  * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs (FOR UPDATE
  * SKIP LOCKED, leased), sends each order outside any transaction, and records the answer:
- * accepted -> ENVIADA; refused -> CANCELADA with a full refund; no answer -> retried later with
- * backoff, never dropped (the rail may have taken it; re-sending is safe because the rail
+ * accepted -> ENVIADA; refused -> CANCELADA with a full refund, unless the order is ENVIADA already
+ * (accepted before: a refusal of the re-send, such as a participant's "duplicate tracking key",
+ * cancels nothing; the order waits for the next settlement check, the refusal is logged and kept
+ * as the job's last error); no answer -> retried later with backoff, never dropped (the rail may have taken it; re-sending is safe because the rail
  * deduplicates by tracking key). A crash between the order's commit and this hand-over leaves
  * the job in the outbox; a crash after the rail accepted but before ENVIADA was recorded makes
  * the job due again when its lease ends, and the re-send gets the rail's first answer.
@@ -74,18 +76,26 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
     });
     return;
   }
-  await db.transaction().execute(async (tx) => {
+  const refusedInFlight = await db.transaction().execute(async (tx) => {
     const locked = await repo.lockOrderByTrackingKey(tx, order.operation_date, order.tracking_key);
-    if (!locked) return;
+    if (!locked) return false;
     if (!result.accepted) {
-      // Completes the job with the state change.
+      if (locked.status === "ENVIADA") {
+        // Accepted earlier (this is a re-send at the settlement check, or after a lost record):
+        // a refusal now (a participant's "duplicate tracking key") says nothing about the order,
+        // which may still settle. Cancelling would refund money the rail may still pay out.
+        await postponeRailJob(tx, job, limits.speiSettlementCheckSeconds, `refused: ${result.detail}`);
+        return true;
+      }
+      // Never accepted: cancelled with a full refund; completes the job with the state change.
+      // A settled or returned order (its callback won the race) is left as it is.
       await applyStateChangeTx(tx, locked, {
         trackingKey: order.tracking_key,
         operationDate: order.operation_date,
         estado: "CANCELACION",
         detalle: result.detail,
       });
-      return;
+      return false;
     }
     await repo.transitionOrder(tx, order.id, ["PENDIENTE"], "ENVIADA", {
       rail_reference: result.railReference,
@@ -98,7 +108,14 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
     } else {
       await completeRailJob(tx, "SPEI", order.id);
     }
+    return false;
   });
+  if (refusedInFlight && !result.accepted)
+    deps.warn?.("SPEI rail refused an order it had accepted; kept ENVIADA until the next settlement check", {
+      order_id: order.id,
+      attempts: job.attempts,
+      detail: result.detail.slice(0, limits.railDetailLengthMax),
+    });
 }
 
 function messageOf(order: repo.SpeiOrderRow, vaultKey: Buffer): SpeiOrderMessage {

@@ -31,7 +31,10 @@ export interface SpeiOrderMessage {
  */
 export type SubmitResult =
   | { accepted: true; railReference: string }
-  /** Refused outright (never entered SPEI): the order is cancelled and the payer refunded. */
+  /**
+   * Refused outright (never entered SPEI): the order is cancelled and the payer refunded. A refusal
+   * of an order the rail accepted before (a re-send) cancels nothing: the order stays ENVIADA.
+   */
   | { accepted: false; detail: string };
 
 /** The rail could not be reached or did not answer: retry later (the outcome is unknown). */
