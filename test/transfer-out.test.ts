@@ -409,6 +409,68 @@ test("an order the rail lost (a restarted simulator) is sent again at the settle
   await assertLedgerBalanced(t);
 });
 
+test("an outcome whose callbacks all failed is delivered again when the settlement check re-sends the order, once", async () => {
+  // Regression (audit): after its last redelivery the simulator dropped the outcome, and a re-send
+  // answered "accepted" without delivering it: the order stayed ENVIADA with the money held.
+  const payer = await fundedCardAccount(t, tenant.clientId, 30000n);
+  const rail = new SpeiSimulator({ settleDelayMs: 0, returnProbability: 0, unavailableProbability: 0 });
+  rail.hold();
+  let down = true;
+  const failed: string[] = [];
+  const delivered: string[] = [];
+  rail.onStateChange(async (change) => {
+    if (down) {
+      failed.push(change.trackingKey);
+      throw new Error("callback target unreachable");
+    }
+    await applySpeiStateChange(t.ctx.db, change);
+    delivered.push(change.trackingKey);
+  });
+  try {
+    const created = await order(payer, 1000n, 100n);
+    const ours = (keys: string[]) => keys.filter((key) => key === created.trackingKey).length;
+    await dispatch(rail);
+    assert.equal(await statusOf(created.id), "ENVIADA");
+    // The callback target fails more often than the simulator tries.
+    for (let i = 0; i < 40; i++) await rail.flush();
+    const tries = ours(failed);
+    assert.ok(tries > 1 && tries < 40, `the simulator gave up after ${tries} tries`);
+    down = false;
+    await rail.flush();
+    assert.equal(ours(delivered), 0, "nothing is delivered before a re-send asks");
+    assert.equal(expectOk(await getOrder(tenant, created.id)).transfer.status, "ENVIADA");
+    // The settlement check comes due and re-sends the order: the outcome is delivered again.
+    await expireRailLeases(t);
+    await dispatch(rail);
+    const sent = rail.submissions.filter((s) => s.trackingKey === created.trackingKey);
+    assert.equal(sent.length, 2);
+    await rail.flush();
+    assert.equal(ours(delivered), 1);
+    const view = expectOk(await getOrder(tenant, created.id)).transfer;
+    assert.equal(view.status, "LIQUIDADA");
+    // Once: a further re-send finds the outcome delivered and delivers nothing.
+    const [first] = sent;
+    assert.ok(first);
+    await rail.submitOrder(first);
+    await rail.flush();
+    assert.equal(ours(delivered), 1);
+    assert.equal(
+      (await eventsOf(t, tenant.clientId, "transfer.out.settled")).filter((e) => e.id === created.id).length,
+      1,
+    );
+    assert.equal(await balanceOf(t.ctx.db, payer), 30000n - 1116n);
+    const job = await t.ctx.db
+      .selectFrom("rail_outbox")
+      .select("id")
+      .where("ref_id", "=", created.id)
+      .executeTakeFirst();
+    assert.equal(job, undefined);
+    await assertLedgerBalanced(t);
+  } finally {
+    await rail.close();
+  }
+});
+
 test("concurrent dispatchers send each order exactly once (FOR UPDATE SKIP LOCKED)", async () => {
   const sim = speiSimulator(t);
   await expireRailLeases(t);

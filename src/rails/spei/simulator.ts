@@ -14,7 +14,10 @@ import {
  * `settleDelayMs` it calls back LIQUIDACION, or DEVOLUCION with a Banxico cause (with
  * `returnProbability`); with `unavailableProbability` a submission fails as if the rail were
  * down. It deduplicates by (operation date, tracking key), and redelivers a callback the handler
- * failed to apply, as a real rail retries its webhooks.
+ * failed to apply, as a real rail retries its webhooks. After its last redelivery it stops retrying
+ * but keeps the outcome: a re-send of that order (Emisor's settlement check) delivers it again, as
+ * a real participant answers a status query; so does a re-send while a redelivery waits out its
+ * backoff.
  *
  * Tests and the sandbox steer it deterministically: `decide` overrides the dice per order,
  * `hold()` queues outcomes until `flush()` delivers them.
@@ -86,7 +89,8 @@ interface Pending {
 
 /**
  * A callback the handler failed to apply is delivered again, backing off from the settle delay
- * up to `redeliveryBackoffMaxMs`, this many times (about ten minutes of a database outage).
+ * up to `redeliveryBackoffMaxMs`, this many times (about ten minutes of a database outage); then
+ * it waits for a re-send of the order to deliver it again.
  */
 const redeliveriesMax = 25;
 const redeliveryBackoffMaxMs = 30_000;
@@ -101,6 +105,8 @@ export class SpeiSimulator implements SpeiRail {
   readonly #random: () => number;
   readonly #results = new Map<string, SubmitResult>();
   readonly #pending = new Map<string, Pending>();
+  /** Outcomes whose redeliveries ran out: kept until a re-send of the order asks for them. */
+  readonly #dropped = new Map<string, Pending>();
   #handler: SpeiStateChangeHandler | undefined;
   #held = false;
   #closed = false;
@@ -150,7 +156,10 @@ export class SpeiSimulator implements SpeiRail {
     const key = keyOf(order.operationDate, order.trackingKey);
     this.#journal({ e: "submit", key });
     const known = this.#results.get(key);
-    if (known) return known;
+    if (known) {
+      if (known.accepted) this.#redeliverUndelivered(key);
+      return known;
+    }
     const decision = this.decide?.(order) ?? this.#draw();
     if (decision === "UNAVAILABLE") throw new RailUnavailableError("SPEI simulator: service unavailable");
     if ("reject" in decision) {
@@ -177,6 +186,24 @@ export class SpeiSimulator implements SpeiRail {
     this.#pending.set(key, { order, decision, timer: undefined, failures: 0 });
     this.#schedule(key, this.#options.settleDelayMs);
     return accepted;
+  }
+
+  /**
+   * A re-sent order the rail accepted before: an outcome it gave up delivering, or one waiting out
+   * a redelivery backoff, is delivered again now. One not yet tried, being delivered, delivered or
+   * cancelled is left alone.
+   */
+  #redeliverUndelivered(key: string): void {
+    const dropped = this.#dropped.get(key);
+    if (dropped) {
+      this.#dropped.delete(key);
+      dropped.failures = 0;
+      this.#pending.set(key, dropped);
+      this.#schedule(key, 0);
+      return;
+    }
+    const pending = this.#pending.get(key);
+    if (pending && pending.failures > 0) this.#schedule(key, 0);
   }
 
   /** Distinct orders the rail holds (a re-sent order counts once). */
@@ -214,13 +241,15 @@ export class SpeiSimulator implements SpeiRail {
   cancelPending(operationDate: string, trackingKey: string): void {
     const key = keyOf(operationDate, trackingKey);
     clearTimeout(this.#pending.get(key)?.timer);
-    if (this.#pending.delete(key)) this.#journal({ e: "cancelled", key });
+    const wasPending = this.#pending.delete(key);
+    if (this.#dropped.delete(key) || wasPending) this.#journal({ e: "cancelled", key });
   }
 
   async close(): Promise<void> {
     this.#closed = true;
     for (const pending of this.#pending.values()) clearTimeout(pending.timer);
     this.#pending.clear();
+    this.#dropped.clear();
   }
 
   #draw(): SimulatedDecision {
@@ -240,7 +269,10 @@ export class SpeiSimulator implements SpeiRail {
     pending.timer.unref();
   }
 
-  /** Calls the handler; on failure keeps the outcome and tries again later, a bounded number of times. */
+  /**
+   * Calls the handler; on failure keeps the outcome and tries again later, a bounded number of
+   * times, then sets it aside for a re-send of the order to ask for (never forgotten).
+   */
   async #deliver(key: string): Promise<boolean> {
     const pending = this.#pending.get(key);
     if (!pending || !this.#handler || this.#closed) return false;
@@ -253,6 +285,8 @@ export class SpeiSimulator implements SpeiRail {
         this.#pending.set(key, pending);
         const backoff = Math.max(100, this.#options.settleDelayMs) * 2 ** Math.min(pending.failures, 16);
         this.#schedule(key, Math.min(backoff, redeliveryBackoffMaxMs));
+      } else if (!this.#closed) {
+        this.#dropped.set(key, { ...pending, timer: undefined });
       }
       return false;
     }
