@@ -487,6 +487,55 @@ test("concurrent dispatchers send each order exactly once (FOR UPDATE SKIP LOCKE
   await sim.flush();
 });
 
+test("a dispatcher whose claimed batch outlived the lease skips the jobs another dispatcher took over", async () => {
+  // Regression (audit): a batch of 20 claimed jobs, each a rail call of up to 10 s, outlives the
+  // 30 s lease; another dispatcher then claimed and sent the rest, and the first sent them again.
+  const sim = speiSimulator(t);
+  await expireRailLeases(t);
+  await dispatch();
+  const payer = await fundedCardAccount(t, tenant.clientId, 100000n);
+  const orders = [];
+  for (let i = 0; i < 4; i++) orders.push(await order(payer, 200n + BigInt(i), 0n));
+  const keys = new Set(orders.map((o) => o.trackingKey));
+  // The first dispatcher's first rail call hangs until the test lets it go.
+  let release: () => void = () => {};
+  let stalled: (key: string) => void = () => {};
+  const stalledOn = new Promise<string>((resolve) => {
+    stalled = resolve;
+  });
+  const slowFirst: SpeiRail = {
+    submitOrder: async (message) => {
+      if (sim.submissions.every((s) => !keys.has(s.trackingKey))) {
+        stalled(message.trackingKey);
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+      }
+      return sim.submitOrder(message);
+    },
+    onStateChange: () => {},
+    close: async () => {},
+  };
+  const before = sim.submissions.length;
+  const first = dispatch(slowFirst);
+  const hanging = await stalledOn;
+  // Meanwhile the leases of the rest of its batch run out, and a second dispatcher claims them.
+  await sql`update rail_outbox set next_attempt_at = now() - interval '1 second'
+    where ref_id in (select id from spei_orders where tracking_key <> ${hanging})`.execute(t.ctx.db);
+  await dispatch();
+  release();
+  await first;
+  const sent = sim.submissions
+    .slice(before)
+    .map((s) => s.trackingKey)
+    .filter((key) => keys.has(key));
+  assert.equal(sent.length, 4, `sent ${sent.join(", ")}`);
+  assert.equal(new Set(sent).size, 4);
+  for (const o of orders) assert.equal(expectOk(await getOrder(tenant, o.id)).transfer.status, "ENVIADA");
+  await sim.flush();
+  await assertLedgerBalanced(t);
+});
+
 test("an unreachable rail is retried later; a refusal cancels the order with a full refund", async () => {
   const sim = speiSimulator(t);
   const payer = await fundedCardAccount(t, tenant.clientId, 30000n);

@@ -8,11 +8,15 @@ import type { Rail } from "./schema.ts";
  * transaction as the row it names, so a committed order is always eventually handed over.
  *
  * A worker claims due jobs with FOR UPDATE SKIP LOCKED and, in the same statement, leases them by
- * moving next_attempt_at forward: several processes never claim the same job at once, and a job
- * whose worker died becomes due again when the lease ends. The rail call happens outside any
- * transaction (PGlite has one connection; PostgreSQL should not hold a row lock across a
- * network call). Because the rails deduplicate by Emisor's id, a job re-sent after a lost answer
- * is harmless.
+ * moving next_attempt_at forward, so a job whose worker died becomes due again when the lease ends.
+ * A claimed batch can outlive its lease (20 jobs, each a rail call of up to 10 s, against a 30 s
+ * lease), so the worker renews each job's lease just before its rail call (`renewRailJob`) and
+ * skips a job another worker claimed meanwhile: one rail call (timeout 10 s) fits well inside the
+ * renewed lease, and two workers send the same job at once only if one stalls for longer than that
+ * between renewing and recording the answer. The rail call happens outside any transaction
+ * (PGlite has one connection; PostgreSQL should not hold a row lock across a network call).
+ * Because the rails deduplicate by Emisor's id, a job sent twice (after such a stall, or after a
+ * lost answer) is harmless.
  */
 export interface RailJob {
   id: bigint;
@@ -50,6 +54,19 @@ export async function claimRailJobs(
   return result.rows
     .map((row) => ({ id: BigInt(row.id), refId: row.ref_id, attempts: Number(row.attempts) }))
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+/**
+ * Extends a claimed job's lease by `leaseSeconds` from now, just before its rail call; false when
+ * the job is gone or another worker claimed it since (its attempts moved on), and then the caller
+ * must leave it alone. A job whose lease ran out but that nobody claimed is still the caller's.
+ */
+export async function renewRailJob(db: Queryable, job: RailJob, leaseSeconds: number): Promise<boolean> {
+  const result = await sql<{ id: bigint }>`
+    update rail_outbox set next_attempt_at = now() + ${leaseSeconds}::integer * interval '1 second'
+    where id = ${job.id} and attempts = ${job.attempts}
+    returning id`.execute(db);
+  return result.rows.length > 0;
 }
 
 /** The job is done (or moot): forget it. */

@@ -1,4 +1,4 @@
-import { claimRailJobs, completeRailJob, retryRailJobLater } from "../../db/rail-outbox.ts";
+import { claimRailJobs, completeRailJob, renewRailJob, retryRailJobLater } from "../../db/rail-outbox.ts";
 import { limits } from "../../limits.ts";
 import * as repo from "./repository.ts";
 import { type AirtimeDeps, askProvider, providerRequest, settleTopup } from "./service.ts";
@@ -14,6 +14,8 @@ export async function processPendingTopups(
 ): Promise<number> {
   const jobs = await claimRailJobs(deps.db, "AIRTIME", batch, limits.railLeaseSeconds);
   for (const job of jobs) {
+    // The batch may have outlived its lease: renew it, or skip a job another worker took over.
+    if (!(await renewRailJob(deps.db, job, limits.railLeaseSeconds))) continue;
     const topup = await repo.findTopup(deps.db, job.refId);
     const product = topup ? await repo.findProduct(deps.db, topup.product_id) : undefined;
     if (!topup || !product || topup.status !== "PENDING") {

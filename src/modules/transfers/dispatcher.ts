@@ -4,6 +4,7 @@ import {
   completeRailJob,
   postponeRailJob,
   type RailJob,
+  renewRailJob,
   retryRailJobLater,
 } from "../../db/rail-outbox.ts";
 import { accountTypeCodes } from "../../domain/spei.ts";
@@ -16,7 +17,7 @@ import * as repo from "./repository.ts";
 
 /**
  * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs (FOR UPDATE
- * SKIP LOCKED, leased), sends each order outside any transaction, and records the answer:
+ * SKIP LOCKED, leased; each lease renewed just before its order is sent), sends each order outside any transaction, and records the answer:
  * accepted -> ENVIADA; refused -> CANCELADA with a full refund, unless the order is ENVIADA already
  * (accepted before: a refusal of the re-send, such as a participant's "duplicate tracking key",
  * cancels nothing; the order waits for the next settlement check, the refusal is logged and kept
@@ -51,6 +52,9 @@ export async function dispatchSpeiOrders(
 
 async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> {
   const { db, rail } = deps;
+  // The batch may have outlived the lease it was claimed with: renew it, or skip a job another
+  // worker has taken over since.
+  if (!(await renewRailJob(db, job, limits.railLeaseSeconds))) return;
   const order = await repo.findOrderById(db, job.refId);
   if (!order || (order.status !== "PENDIENTE" && order.status !== "ENVIADA")) {
     await completeRailJob(db, "SPEI", job.refId);
