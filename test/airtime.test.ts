@@ -4,10 +4,12 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, beforeEach, test } from "node:test";
+import { sql } from "kysely";
 import { encryptFor } from "../src/crypto/rsa.ts";
 import { AppError } from "../src/errors.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
+import { limits } from "../src/limits.ts";
 import { topupAirtime } from "../src/modules/airtime/service.ts";
 import { processPendingTopups } from "../src/modules/airtime/worker.ts";
 import type { CardRef } from "../src/modules/cards/card-number.ts";
@@ -448,6 +450,33 @@ test("an unanswered provider call leaves the top-up PENDING and paid; the worker
   assert.equal((await eventsOf(t, payer.clientId, "airtime.completed")).length, 1);
   await expireRailLeases(t);
   assert.equal(await processPendingTopups(deps), 0);
+  await assertLedgerBalanced(t);
+});
+
+test("a top-up finished after its key expired and was reused leaves the new request's answer alone", async () => {
+  // Once a key is older than 48 hours it is free for a new request; the provider's late answer
+  // to the old top-up must not replace (or forget) the answer stored for the new one.
+  const sim = airtimeSimulator(t);
+  const payer = await createTenant(t, { available: 300 });
+  sim.decide = () => "UNAVAILABLE";
+  const old = expectOk(await topup(payer, body(), "air-reused")).topup;
+  assert.equal(old.status, "PENDING");
+  await sql`
+    update idempotency_keys set created_at = now() - make_interval(hours => ${limits.idempotencyKeyTtlHours + 1})
+    where api_key_id = ${payer.apiKeyId} and key = 'air-reused'`.execute(t.ctx.db);
+  sim.decide = undefined;
+  const renewed = await topup(payer, body(), "air-reused");
+  assert.equal(renewed.headers["idempotent-replayed"], undefined);
+  const fresh = expectOk(renewed).topup;
+  assert.notEqual(fresh.id, old.id);
+  assert.equal(fresh.status, "COMPLETED");
+  await expireRailLeases(t);
+  assert.equal(await processPendingTopups({ db: t.ctx.db, provider: t.ctx.rails.airtime }), 1);
+  assert.equal((await stored(old.id)).status, "COMPLETED");
+  const replay = await topup(payer, body(), "air-reused");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(replay).topup.id, fresh.id);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
   await assertLedgerBalanced(t);
 });
 

@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
-import { recordResponse, requestHash, runIdempotent } from "../src/db/idempotency.ts";
+import { sql } from "kysely";
+import { purgeIdempotencyKeys, recordResponse, requestHash, runIdempotent } from "../src/db/idempotency.ts";
 import { AppError, errors } from "../src/errors.ts";
 import { ok } from "../src/http/envelope.ts";
 import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
@@ -77,6 +78,94 @@ test("without a key every request takes effect", async () => {
   expectOk(await fund(tenant.token, 1));
   expectOk(await fund(tenant.token, 1));
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 200n);
+});
+
+/** Ages a stored key as if it had been stored `hours` ago. */
+async function ageKey(apiKeyId: string, key: string, hours: number): Promise<void> {
+  const aged = await sql`
+    update idempotency_keys set created_at = now() - make_interval(hours => ${hours})
+    where api_key_id = ${apiKeyId} and key = ${key}`.execute(t.ctx.db);
+  assert.equal(aged.numAffectedRows, 1n);
+}
+
+const storedKeys = async (apiKeyId: string) =>
+  (
+    await t.ctx.db
+      .selectFrom("idempotency_keys")
+      .select("key")
+      .where("api_key_id", "=", apiKeyId)
+      .orderBy("key")
+      .execute()
+  ).map((r) => r.key);
+
+test("a key stored more than 48 hours ago is not replayed: the request runs anew (purged or not)", async () => {
+  // Regression (audit): keys were never purged, so a key reused after its 48 hours replayed the
+  // old answer (or answered 4001 for another body) instead of running the new request.
+  const tenant = await createTenant(t);
+  const first = expectOk(await fund(tenant.token, 1, "old-key"));
+  await ageKey(tenant.apiKeyId, "old-key", limits.idempotencyKeyTtlHours + 1);
+  const again = await fund(tenant.token, 1, "old-key");
+  assert.equal(again.headers["idempotent-replayed"], undefined);
+  const second = expectOk(again);
+  assert.notEqual(second.funding.id, first.funding.id);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 200n);
+  // The key is stored again, fresh: the next retry replays the new answer.
+  const replay = await fund(tenant.token, 1, "old-key");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(replay).funding.id, second.funding.id);
+  // Another body under an expired key is a new request too, not 4001.
+  await ageKey(tenant.apiKeyId, "old-key", limits.idempotencyKeyTtlHours + 1);
+  expectOk(await fund(tenant.token, 2, "old-key"));
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 400n);
+});
+
+test("a payment under a key older than 48 hours is a new payment; a fresh key still replays", async () => {
+  // The payment path looks keys up in its own statements (payments/repository.ts): the one sent
+  // at once finds the expired row taken and falls back to the locked form, which takes it over.
+  const tenant = await createTenant(t, { available: 100 });
+  const [card] = await cardsFor(t, tenant, 1);
+  assert.ok(card);
+  const pay = (amount: number, key: string) =>
+    call<{ operation: { id: string } }>(t.app, "POST", "/v1/cards/payment", {
+      token: tenant.token,
+      body: { card_number: card.id, amount, payment_description: "Pago", latitude: 19.4, longitude: -99.1 },
+      headers: { "idempotency-key": key },
+    });
+  const first = expectOk(await pay(10, "pay-old")).operation.id;
+  const fresh = await pay(10, "pay-old");
+  assert.equal(fresh.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(fresh).operation.id, first);
+  await ageKey(tenant.apiKeyId, "pay-old", limits.idempotencyKeyTtlHours + 1);
+  const again = await pay(10, "pay-old");
+  assert.equal(again.headers["idempotent-replayed"], undefined);
+  const second = expectOk(again).operation.id;
+  assert.notEqual(second, first);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 8000n);
+  const replay = await pay(10, "pay-old");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(replay).operation.id, second);
+  // A refusal under an expired key is decided again too (under lock: the batch cannot be afforded).
+  await ageKey(tenant.apiKeyId, "pay-old", limits.idempotencyKeyTtlHours + 1);
+  expectError(await pay(1000, "pay-old"), 5401);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 8000n);
+});
+
+test("the purge pass deletes keys older than 48 hours, in bounded batches, and keeps the others", async () => {
+  const tenant = await createTenant(t);
+  for (const key of ["purge-a", "purge-b", "purge-c", "purge-fresh", "purge-47h"])
+    expectOk(await fund(tenant.token, 1, key));
+  for (const key of ["purge-a", "purge-b", "purge-c"])
+    await ageKey(tenant.apiKeyId, key, limits.idempotencyKeyTtlHours + 1);
+  await ageKey(tenant.apiKeyId, "purge-47h", limits.idempotencyKeyTtlHours - 1);
+  // Other tests of this file may leave expired keys too: purge until a pass finds none.
+  assert.equal(await purgeIdempotencyKeys(t.ctx.db, 2), 2);
+  while ((await purgeIdempotencyKeys(t.ctx.db, 2)) > 0);
+  assert.deepEqual(await storedKeys(tenant.apiKeyId), ["purge-47h", "purge-fresh"]);
+  const replay = await fund(tenant.token, 1, "purge-47h");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  const anew = await fund(tenant.token, 1, "purge-a");
+  assert.equal(anew.headers["idempotent-replayed"], undefined);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 600n);
 });
 
 test("concurrent duplicates take effect once and all answer the same", async () => {

@@ -1,6 +1,8 @@
 import { createHmac } from "node:crypto";
+import { sql } from "kysely";
 import { AppError, errors } from "../errors.ts";
 import { type Envelope, failure } from "../http/envelope.ts";
+import { limits } from "../limits.ts";
 import type { Db, Queryable, Tx } from "./database.ts";
 
 /**
@@ -13,6 +15,11 @@ import type { Db, Queryable, Tx } from "./database.ts";
  * told no, a duplicate still in flight (an attempt it gave up on) must not move the money later.
  * Failures that say nothing about the request (validation before the work, 409 for a reused key,
  * 429, 5xx such as 503) are not stored: a retry is evaluated again.
+ *
+ * A key is kept `limits.idempotencyKeyTtlHours` (48 h). Past that it is gone whether or not the
+ * purge (workers.ts) has deleted its row yet: the lookups see only keys younger than the retention,
+ * and storing a key takes over the row of an expired one, so what a client gets never depends on
+ * when the purge last ran.
  */
 export interface IdempotencyScope {
   apiKeyId: string;
@@ -143,7 +150,16 @@ export function refusalResponse(error: AppError): StoredResponse {
   return { status: error.def.status, body: failure(error.def, error.message, error.details) };
 }
 
-/** Inserts the response; false when the key is already taken (by a committed transaction). */
+/**
+ * The oldest `created_at` of a key still kept, in the database's clock (the transaction's start):
+ * a key created at or before it has expired.
+ */
+export const retentionStart = sql<Date>`now() - make_interval(hours => ${sql.lit(limits.idempotencyKeyTtlHours)})`;
+
+/**
+ * Inserts the response; false when the key is already taken (by a committed transaction). An
+ * expired key's row that the purge has not deleted yet is taken over, as if it were gone.
+ */
 export async function recordResponse(
   tx: Queryable,
   scope: IdempotencyScope,
@@ -158,13 +174,26 @@ export async function recordResponse(
       response_status: response.status,
       response_body: JSON.stringify(response.body),
     })
-    .onConflict((oc) => oc.columns(["api_key_id", "key"]).doNothing())
+    .onConflict((oc) =>
+      oc
+        .columns(["api_key_id", "key"])
+        .doUpdateSet((eb) => ({
+          request_hash: eb.ref("excluded.request_hash"),
+          response_status: eb.ref("excluded.response_status"),
+          response_body: eb.ref("excluded.response_body"),
+          created_at: sql<Date>`now()`,
+        }))
+        .where("idempotency_keys.created_at", "<=", retentionStart),
+    )
     .returning("key")
     .executeTakeFirst();
   return inserted !== undefined;
 }
 
-/** The stored response for this key: a replay when the request matches, 409 when it does not. */
+/**
+ * The stored response for this key: a replay when the request matches, 409 when it does not.
+ * An expired key is not found (the primary key finds the row; its age is one more comparison).
+ */
 export async function findStoredResponse(
   db: Queryable,
   scope: IdempotencyScope,
@@ -174,6 +203,7 @@ export async function findStoredResponse(
     .select(["request_hash", "response_status", "response_body"])
     .where("api_key_id", "=", scope.apiKeyId)
     .where("key", "=", scope.key)
+    .where("created_at", ">", retentionStart)
     .executeTakeFirst();
   if (!row) return undefined;
   if (!sameRequest(row.request_hash, scope)) throw new AppError(errors.idempotencyKeyReused);
@@ -193,11 +223,17 @@ export async function completeDraft(
   return { scope, stored: scope && (await findStoredResponse(db, scope)) };
 }
 
-/** Keys older than the retention are forgotten (the architecture requires at least 24 h). */
-export async function purgeIdempotencyKeys(db: Queryable, olderThanHours: number): Promise<number> {
-  const cutoff = new Date(Date.now() - olderThanHours * 3600_000);
-  const result = await db.deleteFrom("idempotency_keys").where("created_at", "<", cutoff).executeTakeFirst();
-  return Number(result.numDeletedRows);
+/**
+ * Deletes up to `max` expired keys, oldest first (the created_at index), skipping rows another
+ * transaction holds: it never waits, so passes of several processes at once neither block one
+ * another nor a request taking over an expired key. Answers how many it deleted.
+ */
+export async function purgeIdempotencyKeys(db: Queryable, max: number): Promise<number> {
+  const result = await sql`
+    delete from idempotency_keys where (api_key_id, key) in (
+      select api_key_id, key from idempotency_keys where created_at <= ${retentionStart}
+      order by created_at limit ${max} for update skip locked)`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
 }
 
 /** Canonical JSON (sorted keys), so the same body in another key order is the same request. */
@@ -224,12 +260,23 @@ export function requestHash(key: Buffer, method: string, path: string, body: unk
 }
 
 /**
+ * A stored key as later work finds it again. `answers` is the value its stored answer holds at
+ * `path` (a top-up's id at data.topup.id) when the answer is this work's: once the key expires
+ * (48 hours) it may be reused for another request, whose answer must not be replaced or forgotten.
+ */
+export interface StoredKeyRef {
+  apiKeyId: string;
+  key: string;
+  answers?: { path: string[]; value: string };
+}
+
+/**
  * Replaces the stored response of a key: for work finished after the request's transaction (an
  * airtime top-up confirmed by the provider later), so a replay tells the final outcome.
  */
 export async function replaceStoredResponse(
   tx: Tx,
-  key: { apiKeyId: string; key: string },
+  key: StoredKeyRef,
   response: StoredResponse,
 ): Promise<void> {
   await tx
@@ -237,14 +284,22 @@ export async function replaceStoredResponse(
     .set({ response_status: response.status, response_body: JSON.stringify(response.body) })
     .where("api_key_id", "=", key.apiKeyId)
     .where("key", "=", key.key)
+    .where(answersFilter(key))
     .execute();
 }
 
 /** Forgets a key whose work failed after it was stored: like any failure, a retry is evaluated again. */
-export async function forgetIdempotencyKey(tx: Tx, key: { apiKeyId: string; key: string }): Promise<void> {
+export async function forgetIdempotencyKey(tx: Tx, key: StoredKeyRef): Promise<void> {
   await tx
     .deleteFrom("idempotency_keys")
     .where("api_key_id", "=", key.apiKeyId)
     .where("key", "=", key.key)
+    .where(answersFilter(key))
     .execute();
+}
+
+function answersFilter(key: StoredKeyRef) {
+  return key.answers
+    ? sql<boolean>`response_body #>> ${key.answers.path}::text[] = ${key.answers.value}`
+    : sql<boolean>`true`;
 }

@@ -273,7 +273,11 @@ export async function settleTopup(db: Db, id: string, outcome: AirtimeResult): P
       data: renderTopup(after),
     });
     if (after.api_key_id && after.idempotency_key) {
-      const key = { apiKeyId: after.api_key_id, key: after.idempotency_key };
+      const key = {
+        apiKeyId: after.api_key_id,
+        key: after.idempotency_key,
+        answers: { path: ["data", "topup", "id"], value: after.id },
+      };
       const refusal =
         outcome.status === "FAILED" ? failureError(after.failure_reason, outcome.retryable) : undefined;
       if (refusal === undefined) {

@@ -349,6 +349,7 @@ async function applyBatch(
     [...new Set(requests.map((r) => r.card.id))],
     { apiKeyIds: [...new Set(scoped.map((s) => s.apiKeyId))], keys: scoped.map((s) => s.key) },
   );
+  if (locked.expired.length > 0) await repo.forgetExpiredKeys(tx, locked.expired);
   const available = locked.balances;
   const stored = new Map(locked.stored.map((row) => [`${row.api_key_id}\n${row.key}`, row]));
   const statuses = locked.statuses;

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import type { Db, Tx } from "../../db/database.ts";
+import { retentionStart } from "../../db/idempotency.ts";
 import type { Envelope } from "../../http/envelope.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
@@ -23,6 +24,8 @@ export interface LockedBatch {
   balances: Map<string, bigint>;
   statuses: Map<string, string>;
   stored: StoredKey[];
+  /** Keys of the batch whose rows expired (not purged yet): not stored, to be taken over. */
+  expired: Array<{ api_key_id: string; key: string }>;
 }
 
 /**
@@ -30,7 +33,8 @@ export interface LockedBatch {
  * them the same way): the payers' balance rows FOR UPDATE in id order, the cards FOR SHARE (a
  * block or a cancel waits for us), and the cards' balance rows FOR UPDATE in id order (two batches
  * paying the same cards cannot deadlock). Under the payer locks, the idempotency keys already
- * stored are final. Balances travel as text: JSON numbers are doubles.
+ * stored are final; an expired one (db/idempotency.ts) is not stored but listed, for
+ * `forgetExpiredKeys`. Balances travel as text: JSON numbers are doubles.
  */
 export async function lockBatch(
   tx: Tx,
@@ -42,7 +46,7 @@ export async function lockBatch(
     balances: Array<{ id: string; balance: string }>;
     statuses: Array<{ id: string; status: string }>;
     locked: bigint;
-    stored: StoredKey[];
+    stored: Array<StoredKey & { live: boolean }>;
   }>`
     select
       (select coalesce(json_agg(json_build_object('id', p.id, 'balance', p.balance_cents::text)), '[]')
@@ -53,15 +57,33 @@ export async function lockBatch(
       (select count(*) from (select id from ledger_accounts where id = any(${cardIds}::uuid[]) order by id for update) l)
          as locked,
       (select coalesce(json_agg(json_build_object('api_key_id', k.api_key_id, 'key', k.key,
-           'request_hash', k.request_hash, 'response_status', k.response_status, 'response_body', k.response_body)), '[]')
+           'request_hash', k.request_hash, 'response_status', k.response_status, 'response_body', k.response_body,
+           'live', k.created_at > ${retentionStart})), '[]')
          from idempotency_keys k where k.api_key_id = any(${keys.apiKeyIds}::uuid[]) and k.key = any(${keys.keys}::text[]))
          as stored`.execute(tx);
   const row = result.rows[0];
+  const stored = row?.stored ?? [];
   return {
     balances: new Map((row?.balances ?? []).map((b) => [b.id, BigInt(b.balance)])),
     statuses: new Map((row?.statuses ?? []).map((s) => [s.id, s.status])),
-    stored: row?.stored ?? [],
+    stored: stored.filter((k) => k.live).map(({ live: _, ...k }) => k),
+    expired: stored.filter((k) => !k.live).map((k) => ({ api_key_id: k.api_key_id, key: k.key })),
   };
+}
+
+/**
+ * Deletes the rows of expired keys a batch is about to store again, after `lockBatch` (the payer
+ * locks are taken first, as in every batch). Rare: only a key reused after its 48 hours whose row
+ * the purge has not reached yet.
+ */
+export async function forgetExpiredKeys(
+  tx: Tx,
+  keys: Array<{ api_key_id: string; key: string }>,
+): Promise<void> {
+  await sql`
+    delete from idempotency_keys k
+    using unnest(${keys.map((k) => k.api_key_id)}::uuid[], ${keys.map((k) => k.key)}::text[]) as v(api_key_id, key)
+    where k.api_key_id = v.api_key_id and k.key = v.key and k.created_at <= ${retentionStart}`.execute(tx);
 }
 
 export interface AcceptedPayment {
@@ -137,8 +159,10 @@ export interface BatchAtOnce {
  * postings, events and deliveries) are written first; then, in the order `lockBatch` takes them,
  * the payer rows (locked in id order, then debited if they still hold their guard), the cards
  * (still in the stated status) and the cards' balance rows (locked in id order, then credited);
- * then the idempotency keys, which must all be new. The target list is evaluated left to right and
- * each scalar subquery runs where it first appears, which is what orders these steps. Any check
+ * then the idempotency keys, which must all be new (an expired key whose row the purge has not
+ * deleted yet counts as taken: the batch falls back to the locked form, which takes it over). The
+ * target list is evaluated left to right and each scalar subquery runs where it first appears,
+ * which is what orders these steps. Any check
  * that fails raises EM001 (`emisor_require`, migration 0008) and the statement writes nothing.
  * Answers each payer's balance after its debit.
  */
