@@ -59,8 +59,15 @@ export const limits = {
    */
   dirLockHeartbeatMs: 5_000,
   dirLockLeaseMs: 60_000,
-  /** Idempotency keys are kept at least this long (architecture: >= 24 h). */
+  /**
+   * Idempotency keys are kept this long (architecture: >= 24 h), then neither replayed nor
+   * refused (4001): the key is free for a new request. The purge (workers.ts) deletes expired keys
+   * in batches of `idempotencyPurgeBatch`, a full batch at once after the other, else once per
+   * `idempotencyPurgeIntervalMs`.
+   */
   idempotencyKeyTtlHours: 48,
+  idempotencyPurgeBatch: 500,
+  idempotencyPurgeIntervalMs: 60_000,
   idempotencyKeyLengthMax: 255,
   /** RSA keys: the minimum modulus a client may register. */
   rsaKeyBitsMin: 2048,

@@ -63,7 +63,8 @@ export async function runServer(
         sandbox: config.sandbox,
       }).start()
     : undefined;
-  // Rail dispatch (SPEI orders) and airtime recovery, likewise safe with several processes.
+  // Rail dispatch (SPEI orders), airtime recovery and the purge of expired idempotency keys,
+  // likewise safe with several processes.
   const rails = config.workers ? startWorkers(ctx, logger) : undefined;
   printBanner(config, base, firstTenant ? { ...firstTenant.apiKey, clabe: firstTenant.clabe } : undefined);
 

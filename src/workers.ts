@@ -1,13 +1,16 @@
 import type { AppContext } from "./context.ts";
+import { purgeIdempotencyKeys } from "./db/idempotency.ts";
 import { limits } from "./limits.ts";
 import { processPendingTopups } from "./modules/airtime/worker.ts";
 import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";
 
 /**
- * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher and the airtime
- * recovery. Each is a loop of passes; a pass that found a full batch runs again at once, an idle
- * one waits `railPollIntervalMs`. Every pass claims its work with FOR UPDATE SKIP LOCKED, so any
- * number of processes can run them on one database. stop() waits for the pass in flight.
+ * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher, the airtime
+ * recovery and the purge of expired idempotency keys. Each is a loop of passes; a pass that found
+ * a full batch runs again at once, an idle one waits (`railPollIntervalMs` for the rails,
+ * `idempotencyPurgeIntervalMs` for the purge). Every pass claims its work with FOR UPDATE SKIP
+ * LOCKED, so any number of processes can run them on one database. stop() waits for the pass in
+ * flight.
  */
 export interface Workers {
   stop(): Promise<void>;
@@ -31,6 +34,12 @@ export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
       () => processPendingTopups({ db: ctx.db, provider: ctx.rails.airtime, warn }),
       log,
     ),
+    // Bounded batches: each delete is short and holds few row locks; a backlog (the first start
+    // after an upgrade) is worked off one batch per turn of the event loop.
+    loop("idempotency-purge", () => purgeIdempotencyKeys(ctx.db, limits.idempotencyPurgeBatch), log, {
+      batch: limits.idempotencyPurgeBatch,
+      idleMs: limits.idempotencyPurgeIntervalMs,
+    }),
   ];
   return {
     stop: async () => {
@@ -39,18 +48,26 @@ export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
   };
 }
 
-function loop(name: string, pass: () => Promise<number>, log: WorkerLog): Workers {
+function loop(
+  name: string,
+  pass: () => Promise<number>,
+  log: WorkerLog,
+  pace: { batch: number; idleMs: number } = {
+    batch: limits.railBatchSize,
+    idleMs: limits.railPollIntervalMs,
+  },
+): Workers {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
   const tick = async () => {
     let busy = false;
     try {
-      busy = (await pass()) >= limits.railBatchSize;
+      busy = (await pass()) >= pace.batch;
     } catch (error) {
       log.error({ err: error, worker: name }, "worker pass failed");
     }
-    if (!stopped) timer = setTimeout(run, busy ? 0 : limits.railPollIntervalMs);
+    if (!stopped) timer = setTimeout(run, busy ? 0 : pace.idleMs);
   };
   const run = () => {
     running = tick();

@@ -1,10 +1,12 @@
 // Proves the background workers as main.ts runs them: a transfer out is handed to the rail and
 // settled without anyone calling a dispatcher by hand, an abandoned airtime top-up is finished,
-// and stop() returns with nothing left running.
+// expired idempotency keys are purged, and stop() returns with nothing left running.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { sql } from "kysely";
 import { balanceOf } from "../src/ledger/ledger.ts";
+import { limits } from "../src/limits.ts";
 import { validateBeneficiary } from "../src/modules/transfers/beneficiary.ts";
 import { createSpeiOrder } from "../src/modules/transfers/outgoing.ts";
 import { startWorkers, type WorkerLog } from "../src/workers.ts";
@@ -95,4 +97,37 @@ test("started workers dispatch and settle transfers out, and finish abandoned to
   assert.equal(await balanceOf(t.ctx.db, payer), 10000n - 1116n);
   assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 5000n);
   await assertLedgerBalanced(t);
+});
+
+test("started workers purge expired idempotency keys and keep the fresh ones", async () => {
+  // Regression (audit): purgeIdempotencyKeys had no caller, so the table grew without bound.
+  const tenant = await createTenant(t);
+  for (const key of ["w-old-1", "w-old-2", "w-fresh"])
+    expectOk(
+      await call(t.app, "POST", "/v1/sandbox/funding", {
+        token: tenant.token,
+        body: { amount: 1 },
+        headers: { "idempotency-key": key },
+      }),
+    );
+  await sql`
+    update idempotency_keys set created_at = now() - make_interval(hours => ${limits.idempotencyKeyTtlHours + 1})
+    where api_key_id = ${tenant.apiKeyId} and key like 'w-old-%'`.execute(t.ctx.db);
+  const keys = async () =>
+    (
+      await t.ctx.db
+        .selectFrom("idempotency_keys")
+        .select("key")
+        .where("api_key_id", "=", tenant.apiKeyId)
+        .orderBy("key")
+        .execute()
+    ).map((r) => r.key);
+  const workers = startWorkers(t.ctx, log);
+  try {
+    await until("the purge", async () => (await keys()).length === 1);
+  } finally {
+    await workers.stop();
+  }
+  assert.deepEqual(await keys(), ["w-fresh"]);
+  assert.deepEqual(problems, []);
 });
