@@ -99,6 +99,20 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+/**
+ * The airtime simulator's delay stays below the provider call's timeout: an answer slower than the
+ * call waits is never received, and every top-up would stay PENDING, its debit held.
+ */
+function airtimeSimDelay(env: Env): number {
+  const name = "EMISOR_SIM_AIRTIME_DELAY_MS";
+  const value = integer(env, name, 300, 0, Number.MAX_SAFE_INTEGER);
+  if (value >= limits.railCallTimeoutMs)
+    throw new ConfigError(
+      `${name} must be below ${limits.railCallTimeoutMs} (the provider call's timeout, ms): a slower answer is never received`,
+    );
+  return value;
+}
+
 const trueWords = ["1", "true", "yes", "on"];
 const falseWords = ["0", "false", "no", "off"];
 
@@ -351,7 +365,7 @@ export function loadConfig(env: Env = process.env): Config {
     speiSimReturnProbability: probability(env, "EMISOR_SIM_SPEI_RETURN_PROBABILITY"),
     speiSimUnavailableProbability: probability(env, "EMISOR_SIM_SPEI_UNAVAILABLE_PROBABILITY"),
     speiSimJournal: speiSimJournal(env),
-    airtimeSimDelayMs: integer(env, "EMISOR_SIM_AIRTIME_DELAY_MS", 300, 0, 60_000),
+    airtimeSimDelayMs: airtimeSimDelay(env),
     airtimeSimFailureProbability: probability(env, "EMISOR_SIM_AIRTIME_FAILURE_PROBABILITY"),
   };
 }

@@ -10,10 +10,11 @@ import { AppError } from "../src/errors.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
-import { topupAirtime } from "../src/modules/airtime/service.ts";
+import { providerRequest, topupAirtime } from "../src/modules/airtime/service.ts";
 import { processPendingTopups } from "../src/modules/airtime/worker.ts";
 import type { CardRef } from "../src/modules/cards/card-number.ts";
 import { lockActiveCard, resolveActiveCard } from "../src/modules/cards/service.ts";
+import { AirtimeSimulator } from "../src/rails/airtime/simulator.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { cardsFor, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -476,6 +477,43 @@ test("a top-up finished after its key expired and was reused leaves the new requ
   const replay = await topup(payer, body(), "air-reused");
   assert.equal(replay.headers["idempotent-replayed"], "true");
   assert.equal(expectOk(replay).topup.id, fresh.id);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
+  await assertLedgerBalanced(t);
+});
+
+test("a provider slower than the call's timeout: the retry is answered at once and the top-up reaches its final state", async () => {
+  // Regression (audit): with EMISOR_SIM_AIRTIME_DELAY_MS at or above the call's timeout, the
+  // simulator waited the whole delay again before looking up its answer, so every retry timed out
+  // too and the top-up stayed PENDING for ever, its debit held.
+  const payer = await createTenant(t, { available: 200 });
+  airtimeSimulator(t).decide = () => "UNAVAILABLE";
+  const pending = expectOk(await topup(payer, body(), "air-slow")).topup;
+  assert.equal(pending.status, "PENDING");
+  const slow = new AirtimeSimulator({ delayMs: 6 * limits.railCallTimeoutMs, failureProbability: 0 });
+  try {
+    const product = await t.ctx.db
+      .selectFrom("airtime_products")
+      .selectAll()
+      .where("id", "=", telcel100)
+      .executeTakeFirstOrThrow();
+    // The first call reached the provider, which decided it; its answer comes after the caller's
+    // deadline gave up on it (askProvider abandons the call as this does).
+    void slow.topup(providerRequest(pending.id, pending.phone_number, product));
+    await expireRailLeases(t);
+    const started = Date.now();
+    assert.equal(await processPendingTopups({ db: t.ctx.db, provider: slow }), 1);
+    assert.ok(Date.now() - started < limits.railCallTimeoutMs, "the retry waited the delay again");
+  } finally {
+    await slow.close();
+  }
+  const done = await stored(pending.id);
+  assert.equal(done.status, "COMPLETED");
+  assert.ok(done.provider_reference);
+  assert.equal(slow.requests.filter((r) => r.id === pending.id).length, 2);
+  assert.equal(slow.delivered, 1);
+  const replay = await topup(payer, body(), "air-slow");
+  assert.equal(replay.headers["idempotent-replayed"], "true");
+  assert.equal(expectOk(replay).topup.status, "COMPLETED");
   assert.equal(await balanceOf(t.ctx.db, payer.clientId), 10000n);
   await assertLedgerBalanced(t);
 });

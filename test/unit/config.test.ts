@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../../src/config.ts";
+import { limits } from "../../src/limits.ts";
 
 type Env = Record<string, string>;
 
@@ -155,6 +156,19 @@ test("numbers, switches and probabilities name their variable", () => {
   refuses({ PORT: "70000" }, /^PORT must be between 0 and 65535/);
   refuses({ EMISOR_DB_PREPARED_STATEMENTS: "-1" }, /^EMISOR_DB_PREPARED_STATEMENTS must be a whole number/);
   refuses({ EMISOR_WORKERS: "maybe" }, /^EMISOR_WORKERS must be true or false/);
+  // Regression (audit): a delay at or above the provider call's timeout left every top-up PENDING.
+  for (const slow of [String(limits.railCallTimeoutMs), "60000"])
+    refuses(
+      { EMISOR_SIM_AIRTIME_DELAY_MS: slow },
+      new RegExp(
+        `^EMISOR_SIM_AIRTIME_DELAY_MS must be below ${limits.railCallTimeoutMs} \\(the provider call's timeout`,
+      ),
+    );
+  refuses({ EMISOR_SIM_AIRTIME_DELAY_MS: "-1" }, /^EMISOR_SIM_AIRTIME_DELAY_MS must be a whole number/);
+  assert.equal(
+    loadConfig({ EMISOR_SIM_AIRTIME_DELAY_MS: String(limits.railCallTimeoutMs - 1) }).airtimeSimDelayMs,
+    limits.railCallTimeoutMs - 1,
+  );
   refuses(
     { EMISOR_SIM_SPEI_RETURN_PROBABILITY: "50%" },
     /^EMISOR_SIM_SPEI_RETURN_PROBABILITY must be a number from 0 to 1/,

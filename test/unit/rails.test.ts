@@ -201,11 +201,19 @@ test("airtime simulator: deduplicates by id, refuses impossible numbers, fails a
   assert.equal((await flaky.topup(request)).status, "FAILED");
   sim.decide = () => "UNAVAILABLE";
   await assert.rejects(sim.topup({ ...request, id: "t3" }), AirtimeProviderUnavailableError);
-  // Close ends a provider wait at once instead of leaving a request hanging.
+  // A retry of a top-up already decided is answered at once, not after the delay again: a caller
+  // that gave up on a slow first answer gets it on its next call.
   const slow = new AirtimeSimulator({ delayMs: 60_000, failureProbability: 0 });
   const waiting = slow.topup(request);
+  const retried = await Promise.race([
+    slow.topup(request),
+    new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 1_000)),
+  ]);
+  assert.notEqual(retried, "waited");
+  // Close ends a provider wait at once instead of leaving a request hanging.
   await slow.close();
-  assert.equal((await waiting).status, "COMPLETED");
+  assert.deepEqual(await waiting, retried);
+  assert.equal(slow.delivered, 1);
 });
 
 test("SPEI simulator with a journal: a restarted one answers a re-sent order as before and delivers what it owed", async (t) => {

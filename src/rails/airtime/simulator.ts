@@ -9,7 +9,11 @@ import {
  * The default airtime adapter: answers after `delayMs`, fails a share of top-ups
  * (`failureProbability`, as a carrier outage would), refuses numbers that cannot exist in Mexico
  * (a first digit 0 or 1: no Mexican area code starts so), and deduplicates by top-up id (the same
- * id always gets the same answer). `decide` overrides the dice per request for tests.
+ * id always gets the same answer). A top-up is decided when it arrives and answered `delayMs`
+ * later; a retry of one already decided (its first answer still on its way, or lost to a call that
+ * gave up) is answered at once, as a provider looks its own answer up: a retry never waits the
+ * delay again, so a caller whose wait ran out gets its answer next time. `decide` overrides the
+ * dice per request for tests.
  */
 export interface AirtimeSimulatorOptions {
   delayMs: number;
@@ -37,14 +41,15 @@ export class AirtimeSimulator implements AirtimeProvider {
   }
 
   async topup(request: AirtimeTopupRequest): Promise<AirtimeResult> {
-    await this.#wait(this.#options.delayMs);
     this.requests.push(request);
     const known = this.#results.get(request.id);
     if (known) return known;
     const decision = this.decide?.(request) ?? this.#draw(request);
+    // Unavailable: nothing is decided, and a retry is a new attempt (with its own delay).
+    if (decision !== "UNAVAILABLE") this.#results.set(request.id, decision);
+    await this.#wait(this.#options.delayMs);
     if (decision === "UNAVAILABLE")
       throw new AirtimeProviderUnavailableError("airtime simulator: unavailable");
-    this.#results.set(request.id, decision);
     return decision;
   }
 
