@@ -544,6 +544,15 @@ test("an expired card is not stock, and cannot be activated, paid, spent from or
   });
   expectError(airtime, 5314, 422);
   assert.equal(await balanceOf(t.ctx.db, active.id), 0n);
+  // Blocking still works; unblocking back to ACTIVE does not (regression, audit: it did).
+  const setStatus = (status: string) =>
+    call(t.app, "PUT", "/v1/cards/status", {
+      token: owner.token,
+      body: { card_number: active.id, status, reason: "LOST", ...where },
+    });
+  expectOk(await setStatus("TEMPORARY_INACTIVE"));
+  expectError(await setStatus("ACTIVE"), 5314, 422);
+  expectOk(await setStatus("CANCELED"));
 });
 
 test("GET /v1/cards/{id}/sensitive_data: number, expiry and CVV ciphered under the caller's public key", async () => {

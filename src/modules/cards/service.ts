@@ -275,6 +275,9 @@ export async function changeCardStatus(
             : `A ${card.status} card cannot become ${to}`,
       });
     }
+    // Blocking and canceling an expired card still work; unblocking it would give back an ACTIVE
+    // card that nothing can use (audit).
+    if (to === "ACTIVE" && isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
     const now = new Date();
     const reason = body.reason ?? null;
     await tx

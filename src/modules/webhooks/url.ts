@@ -96,8 +96,9 @@ export function checkWebhookUrl(raw: string, sandbox: boolean): string {
       sandbox ? "must be https (or http://localhost or http://127.0.0.1 in sandbox)" : "must be https",
     );
   }
-  // Sandbox adds http to localhost and 127.0.0.1 only: https://169.254.169.254/ (a cloud's metadata
-  // service) or https://10.0.0.1/ is refused there as well.
+  // Sandbox adds localhost and 127.0.0.1 only (over http, and over https as here): any other local
+  // or private address, https://169.254.169.254/ (a cloud's metadata service) or
+  // https://10.0.0.1/, is refused there as well.
   if (isLocalHost(url.hostname) && !isSandboxLocal(url, sandbox))
     throw invalidField("url", "x-url", "must not point to a local or private address");
   return url.href;
