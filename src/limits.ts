@@ -14,6 +14,8 @@ export const limits = {
   amountCentsMax: 1_000_000_000n,
   /** Largest balance a client may be funded with at creation, in centavos. */
   fundingCentsMax: 100_000_000_000n,
+  /** A card movement's text: a payment's payment_description (contract 4.6), an unload's description. */
+  cardMovementDescriptionLengthMax: 32,
   /** The free text of a transfer between two clients' main balances (POST /v1/clients/transfers). */
   clientTransferDescriptionLengthMax: 100,
   /** Levels of the client tree, the root included: a sub-client's lineage is at most this long. */

@@ -43,6 +43,24 @@ export function decodeCursor(
   return fields;
 }
 
+/**
+ * A page of a listing that read `perPage + 1` rows: the first `perPage`, and the cursor of the
+ * last of them when the extra row says more follow (null on the last page).
+ */
+export function keysetPage<R>(
+  rows: R[],
+  perPage: number,
+  positionOf: (last: R) => CursorFields,
+  listing: readonly (string | number)[],
+): { items: R[]; nextCursor: string | null } {
+  const items = rows.slice(0, perPage);
+  const last = items.at(-1);
+  return {
+    items,
+    nextCursor: rows.length > perPage && last !== undefined ? encodeCursor(positionOf(last), listing) : null,
+  };
+}
+
 export function invalidCursor() {
   return invalidField("cursor", "cursor", "must be a next_cursor returned by this listing");
 }

@@ -132,12 +132,15 @@ export async function reverseEntry(
   }
 }
 
-export async function balanceOf(db: Queryable, accountId: string): Promise<Cents> {
-  const row = await db
-    .selectFrom("ledger_accounts")
-    .select("balance_cents")
-    .where("id", "=", accountId)
-    .executeTakeFirst();
+/** An account's balance; with `lock`, its row is locked until the transaction ends. */
+export async function balanceOf(
+  db: Queryable,
+  accountId: string,
+  options: { lock?: boolean } = {},
+): Promise<Cents> {
+  let query = db.selectFrom("ledger_accounts").select("balance_cents").where("id", "=", accountId);
+  if (options.lock) query = query.forUpdate();
+  const row = await query.executeTakeFirst();
   assert.ok(row, `ledger account ${accountId} does not exist`);
   return row.balance_cents;
 }

@@ -231,7 +231,11 @@ export const UnloadBody = Type.Object(
       ),
     ),
     description: Type.Optional(
-      Text(1, 32, "Shown in the card's movements; as a payment's payment_description"),
+      Text(
+        1,
+        limits.cardMovementDescriptionLengthMax,
+        "Shown in the card's movements; as a payment's payment_description",
+      ),
     ),
   },
   { additionalProperties: false },

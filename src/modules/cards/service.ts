@@ -10,9 +10,9 @@ import type { Caller } from "../../http/caller.ts";
 import {
   decodeCursor,
   decodeInstantIdCursor,
-  encodeCursor,
   invalidCursor,
   isCursorPage,
+  keysetPage,
 } from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
@@ -441,8 +441,12 @@ export async function cardMovements(
     offset: (page - 1) * query.perPage,
     before: cursor?.before,
   });
-  const items = rows.slice(0, query.perPage);
-  const last = items.at(-1);
+  const { items, nextCursor } = keysetPage(
+    rows,
+    query.perPage,
+    (last) => ({ i: String(last.id), p: page }),
+    listing,
+  );
   return {
     card: presentCard(card),
     movements: {
@@ -459,8 +463,7 @@ export async function cardMovements(
       per_page: query.perPage,
       pages: Math.ceil(total / query.perPage),
       total,
-      next_cursor:
-        rows.length > query.perPage && last ? encodeCursor({ i: String(last.id), p: page }, listing) : null,
+      next_cursor: nextCursor,
     },
   };
 }
@@ -525,8 +528,12 @@ export async function listCards(ctx: AppContext, caller: Caller, query: ListCard
     before,
     limit: query.perPage + 1,
   });
-  const items = rows.slice(0, query.perPage);
-  const last = items.at(-1);
+  const { items, nextCursor } = keysetPage(
+    rows,
+    query.perPage,
+    (last) => ({ t: last.assigned_at_text, i: last.id }),
+    listing,
+  );
   return {
     cards: {
       items: items.map((row) => ({
@@ -541,10 +548,7 @@ export async function listCards(ctx: AppContext, caller: Caller, query: ListCard
         activation_date: row.activated_at?.toISOString() ?? null,
       })),
       per_page: query.perPage,
-      next_cursor:
-        rows.length > query.perPage && last
-          ? encodeCursor({ t: last.assigned_at_text, i: last.id }, listing)
-          : null,
+      next_cursor: nextCursor,
     },
   };
 }

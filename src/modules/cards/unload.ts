@@ -11,7 +11,7 @@ import {
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
-import { InsufficientFundsError, postEntry } from "../../ledger/ledger.ts";
+import { balanceOf, InsufficientFundsError, postEntry } from "../../ledger/ledger.ts";
 import { type Cents, formatPesos, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -50,10 +50,10 @@ export async function unloadCard(
     if (!named) throw new AppError(errors.cardNotFound);
     // The locks in the order a payment takes them (the client's main balance, the card, the card's
     // balance), so that an unload and a payment of the same client and card cannot deadlock.
-    const mainCents = await lockBalance(tx, named.client_id);
+    const mainCents = await balanceOf(tx, named.client_id, { lock: true });
     const card = await repo.findCardInScope(tx, caller.clientId, { id: named.id }, { lock: true });
     assert.ok(card, "an assigned card left its client's subtree");
-    const balanceCents = await lockBalance(tx, card.id);
+    const balanceCents = await balanceOf(tx, card.id, { lock: true });
     const unloadCents = amountCents ?? balanceCents;
     if (balanceCents === 0n) throw new AppError(errors.cardBalanceEmpty);
     if (unloadCents > balanceCents) {
@@ -75,18 +75,6 @@ export async function unloadCard(
     await emitEvent(tx, { type: "card.unloaded", clientId: card.client_id, data });
     return { status: 200, body: ok(data) };
   });
-}
-
-/** Locks a ledger account's row and reads its balance. */
-async function lockBalance(tx: Tx, accountId: string): Promise<Cents> {
-  const row = await tx
-    .selectFrom("ledger_accounts")
-    .select("balance_cents")
-    .where("id", "=", accountId)
-    .forUpdate()
-    .executeTakeFirst();
-  assert.ok(row, `ledger account ${accountId} does not exist`);
-  return row.balance_cents;
 }
 
 /** The entry: the card's balance pays, its client's main balance (the account with its id) gets it. */

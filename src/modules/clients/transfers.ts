@@ -3,7 +3,7 @@ import type { Db } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { decodeInstantIdCursor, encodeCursor } from "../../http/cursor.ts";
+import { decodeInstantIdCursor, keysetPage } from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
 import { createdWindow } from "../../http/schemas.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
@@ -126,8 +126,12 @@ export async function listClientTransfers(db: Db, caller: Caller, query: ClientT
     before,
     limit: query.perPage + 1,
   });
-  const items = rows.slice(0, query.perPage);
-  const last = items.at(-1);
+  const { items, nextCursor } = keysetPage(
+    rows,
+    query.perPage,
+    (last) => ({ t: last.created_key, i: last.id }),
+    listing,
+  );
   assert.ok(
     items.every((row) => row.from_client_id || row.to_client_id),
     "a listed transfer touches the scope",
@@ -135,7 +139,6 @@ export async function listClientTransfers(db: Db, caller: Caller, query: ClientT
   return {
     transfers: items.map(presentTransfer),
     per_page: query.perPage,
-    next_cursor:
-      rows.length > query.perPage && last ? encodeCursor({ t: last.created_key, i: last.id }, listing) : null,
+    next_cursor: nextCursor,
   };
 }

@@ -7,7 +7,7 @@ export const PaymentBody = Type.Object(
   {
     card_number: CardNumber,
     amount: Pesos("MXN, at most 2 decimals", limits.amountCentsMax),
-    payment_description: Text(1, 32),
+    payment_description: Text(1, limits.cardMovementDescriptionLengthMax),
     latitude: Latitude,
     longitude: Longitude,
   },

@@ -17,14 +17,19 @@ import * as repo from "./repository.ts";
 
 /**
  * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs (FOR UPDATE
- * SKIP LOCKED, leased; each lease renewed just before its order is sent), sends each order outside any transaction, and records the answer:
- * accepted -> ENVIADA; refused -> CANCELADA with a full refund, unless the order is ENVIADA already
- * (accepted before: a refusal of the re-send, such as a participant's "duplicate tracking key",
- * cancels nothing; the order waits for the next settlement check, the refusal is logged and kept
- * as the job's last error); no answer -> retried later with backoff, never dropped (the rail may have taken it; re-sending is safe because the rail
- * deduplicates by tracking key). A crash between the order's commit and this hand-over leaves
- * the job in the outbox; a crash after the rail accepted but before ENVIADA was recorded makes
- * the job due again when its lease ends, and the re-send gets the rail's first answer.
+ * SKIP LOCKED, leased; each lease renewed just before its order is sent), sends each order outside
+ * any transaction, and records the answer:
+ * - accepted -> ENVIADA;
+ * - refused -> CANCELADA with a full refund, unless the order is ENVIADA already (accepted before:
+ *   a refusal of the re-send, such as a participant's "duplicate tracking key", cancels nothing;
+ *   the order waits for the next settlement check, the refusal logged and kept as the job's last
+ *   error);
+ * - no answer -> retried later with backoff, never dropped (the rail may have taken it; re-sending
+ *   is safe because the rail deduplicates by tracking key).
+ *
+ * A crash between the order's commit and this hand-over leaves the job in the outbox; a crash
+ * after the rail accepted but before ENVIADA was recorded makes the job due again when its lease
+ * ends, and the re-send gets the rail's first answer.
  *
  * The job lives until the order is settled, returned or cancelled (the state change deletes
  * it): an order still ENVIADA when the settlement check comes due is sent again. A rail that

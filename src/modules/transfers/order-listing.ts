@@ -2,7 +2,7 @@ import type { Db } from "../../db/database.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { decodeInstantIdCursor, encodeCursor } from "../../http/cursor.ts";
+import { decodeInstantIdCursor, keysetPage } from "../../http/cursor.ts";
 import { createdWindow } from "../../http/schemas.ts";
 import { findCardInScope } from "../cards/repository.ts";
 import { findClientInScope } from "../clients/repository.ts";
@@ -52,12 +52,11 @@ export async function listSpeiOrders(db: Db, caller: Caller, query: TransferList
     before,
     limit: query.perPage + 1,
   });
-  const items = rows.slice(0, query.perPage);
-  const last = items.at(-1);
-  return {
-    transfers: items.map(renderOrder),
-    per_page: query.perPage,
-    next_cursor:
-      rows.length > query.perPage && last ? encodeCursor({ t: last.created_key, i: last.id }, listing) : null,
-  };
+  const { items, nextCursor } = keysetPage(
+    rows,
+    query.perPage,
+    (last) => ({ t: last.created_key, i: last.id }),
+    listing,
+  );
+  return { transfers: items.map(renderOrder), per_page: query.perPage, next_cursor: nextCursor };
 }
