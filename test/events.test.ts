@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
-import { type EventType, emitEvent, eventTypes } from "../src/modules/events/outbox.ts";
+import { type EventType, emitEvent, emitEvents, eventTypes } from "../src/modules/events/outbox.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { emit } from "./helpers/webhooks.ts";
@@ -95,7 +95,7 @@ test("events list in write order with keyset pages; the last cursor resumes with
     ids.slice(0, 3),
   );
   assert.equal(first.has_more, true);
-  assert.match(first.next_cursor ?? "", /^[0-9]+$/);
+  assert.match(first.next_cursor ?? "", /^[0-9]+-[0-9]+$/);
   assert.deepEqual(Object.keys(first.events[0] ?? {}).sort(), [
     "client_id",
     "created_at",
@@ -211,6 +211,10 @@ test("query validation: unknown types, bad cursors, limits and dates are 1000 na
     ["?type=card.unknown", "type"],
     ["?type=card.payment,", "type"],
     ["?after=abc", "after"],
+    ["?after=12-", "after"],
+    ["?after=-12", "after"],
+    // Past a 64-bit transaction id: refused here rather than failing the cast in PostgreSQL.
+    ["?after=18446744073709551616-1", "after"],
     ["?limit=0", "limit"],
     ["?limit=101", "limit"],
     ["?created_from=yesterday", "created_from"],
@@ -235,4 +239,69 @@ test("query validation: unknown types, bad cursors, limits and dates are 1000 na
     );
   }
   expectError(await call(t.app, "GET", "/v1/events"), 2001, 401);
+});
+
+test("a listing never passes an event whose transaction commits after a later-numbered one's", {
+  skip: process.env.DATABASE_URL ? false : "needs PostgreSQL (DATABASE_URL): PGlite has one connection",
+}, async () => {
+  const tenant = await createTenant(t);
+  const start = expectOk(await list(tenant.token)).next_cursor;
+  const since = start === null ? "" : `&after=${start}`;
+  let written!: () => void;
+  const slowWrote = new Promise<void>((resolve) => {
+    written = resolve;
+  });
+  let commit!: () => void;
+  const mayCommit = new Promise<void>((resolve) => {
+    commit = resolve;
+  });
+  // A slow change: it writes its event (taking the lower seq), then stays open.
+  const slow = t.ctx.db.transaction().execute(async (tx) => {
+    const [id] = await emitEvents(tx, [
+      { type: "card.activated", clientId: tenant.clientId, data: { n: 1 } },
+    ]);
+    written();
+    await mayCommit;
+    return id;
+  });
+  await slowWrote;
+  const [fast] = await emit(t, [{ type: "card.payment", clientId: tenant.clientId }]);
+  // The fast change committed first. Listing it now would hand out a cursor past the slow
+  // change's event, which commits next and would never be listed: it waits instead.
+  const during = expectOk(await list(tenant.token, `?limit=10${since}`));
+  assert.deepEqual(during.events, []);
+  assert.equal(during.next_cursor, start);
+  commit();
+  const slowId = await slow;
+  let listed: string[] = [];
+  for (let attempt = 0; attempt < 50 && listed.length < 2; attempt++) {
+    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    listed = expectOk(await list(tenant.token, `?limit=10${since}`)).events.map((e) => e.id);
+  }
+  assert.deepEqual(listed, [slowId, fast]);
+});
+
+test("a cursor of a release before migration 0020 (a bare seq) reads as a place among the migration's events", async () => {
+  const tenant = await createTenant(t);
+  const ids = await emit(
+    t,
+    Array.from({ length: 4 }, (_, i) => ({
+      type: "card.payment" as const,
+      clientId: tenant.clientId,
+      data: { n: i },
+    })),
+  );
+  // The migration gave the events that existed then its own transaction id: the first one.
+  await sql`update events set xid = (select min(xid) from events) where id = any(${ids}::uuid[])`.execute(
+    t.ctx.db,
+  );
+  const seqs = await sql<{
+    seq: string;
+  }>`select seq::text as seq from events where id = any(${ids}::uuid[]) order by seq`.execute(t.ctx.db);
+  const legacy = seqs.rows[1]?.seq ?? "";
+  const page = expectOk(await list(tenant.token, `?after=${legacy}`));
+  assert.deepEqual(
+    page.events.map((e) => e.id),
+    ids.slice(2),
+  );
 });

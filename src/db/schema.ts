@@ -138,6 +138,8 @@ export interface SystemKeysTable {
 export interface EventsTable {
   id: string;
   seq: Generated<bigint>;
+  /** The writing transaction's id (xid8), as text. */
+  xid: Generated<string>;
   type: string;
   client_id: string;
   data: Json;

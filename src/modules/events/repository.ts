@@ -4,11 +4,19 @@ import type { Queryable } from "../../db/database.ts";
 /** SQL of the events module: reading the outbox within a client's subtree. */
 export interface EventRow {
   id: string;
+  /** The writing transaction's id (xid8, as text): with seq, an event's place in the listing. */
+  xid: string;
   seq: bigint;
   type: string;
   client_id: string;
   data: unknown;
   created_at: Date;
+}
+
+/** A place in the listing: events come in (xid, seq) order. */
+export interface EventPosition {
+  xid: string;
+  seq: bigint;
 }
 
 export interface EventFilter {
@@ -19,7 +27,9 @@ export interface EventFilter {
   types?: readonly string[] | undefined;
   createdFrom?: Date | undefined;
   createdTo?: Date | undefined;
-  afterSeq?: bigint | undefined;
+  after?: EventPosition | undefined;
+  /** Only events of transactions below this id (see `eventHorizon`). */
+  horizon: string;
   limit: number;
 }
 
@@ -27,19 +37,70 @@ function inScope(db: Queryable, scopeClientId: string) {
   return db
     .selectFrom("events as e")
     .innerJoin("clients as c", "c.id", "e.client_id")
-    .select(["e.id", "e.seq", "e.type", "e.client_id", "e.data", "e.created_at"])
+    .select([
+      "e.id",
+      sql<string>`e.xid::text`.as("xid"),
+      "e.seq",
+      "e.type",
+      "e.client_id",
+      "e.data",
+      "e.created_at",
+    ])
     .where(sql<boolean>`${scopeClientId}::uuid = any(c.lineage)`);
 }
 
-/** Events in seq order after the cursor, at most `limit`. */
+/**
+ * The listing's horizon: an id below every transaction of this database that is still running,
+ * and no higher than the next transaction's. Every event of a transaction below it is committed
+ * or rolled back for good when this returns, so a later statement that lists only those sees
+ * every one of them, and no event can land below it afterwards.
+ *
+ * Read in its own statement, before the listing's: the statement's snapshot is taken first, then
+ * the running transactions (pg_stat_activity, whose transaction ids every role may read); a
+ * transaction that ends in between is simply not counted, and the listing's later snapshot sees
+ * it ended. Only this database's transactions count, so a long one elsewhere on the server does
+ * not hold events back. Running ids are 32-bit there: each is widened to 64 bits next to the
+ * snapshot's xmax (running ids are within 2^31 of it, on either side).
+ */
+export async function eventHorizon(db: Queryable): Promise<string> {
+  const result = await sql<{ horizon: string }>`
+    with s as (select pg_snapshot_xmax(pg_current_snapshot())::text::numeric as next)
+    select least(s.next, min(
+      s.next + mod(a.backend_xid::text::numeric - mod(s.next, 4294967296) + 6442450944, 4294967296) - 2147483648
+    ))::text as horizon
+    from s
+    left join pg_stat_activity a
+      on a.datid = (select oid from pg_database where datname = current_database())
+     and a.backend_xid is not null
+    group by s.next`.execute(db);
+  const horizon = result.rows[0]?.horizon;
+  if (horizon === undefined) throw new Error("the events horizon query returned no row");
+  return horizon;
+}
+
+/** The first transaction id among the events (for cursors of releases before 0020). */
+export async function firstEventXid(db: Queryable): Promise<string | undefined> {
+  const row = await db
+    .selectFrom("events")
+    .select(sql<string>`xid::text`.as("xid"))
+    .orderBy("xid")
+    .limit(1)
+    .executeTakeFirst();
+  return row?.xid;
+}
+
+/** Events in (xid, seq) order after the cursor and below the horizon, at most `limit`. */
 export async function listEventsInScope(db: Queryable, filter: EventFilter): Promise<EventRow[]> {
-  let query = inScope(db, filter.scopeClientId);
+  let query = inScope(db, filter.scopeClientId).where(sql<boolean>`e.xid < ${filter.horizon}::xid8`);
   if (filter.clientId) query = query.where("e.client_id", "=", filter.clientId);
   if (filter.types && filter.types.length > 0) query = query.where("e.type", "in", [...filter.types]);
   if (filter.createdFrom) query = query.where("e.created_at", ">=", filter.createdFrom);
   if (filter.createdTo) query = query.where("e.created_at", "<", filter.createdTo);
-  if (filter.afterSeq !== undefined) query = query.where("e.seq", ">", filter.afterSeq);
-  return query.orderBy("e.seq").limit(filter.limit).execute();
+  if (filter.after)
+    query = query.where(
+      sql<boolean>`(e.xid, e.seq) > (${filter.after.xid}::xid8, ${filter.after.seq}::bigint)`,
+    );
+  return query.orderBy("e.xid").orderBy("e.seq").limit(filter.limit).execute();
 }
 
 /** One event, when its client is `scopeClientId` or one of its descendants. */

@@ -17,7 +17,7 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext): void
         operationId: "listEvents",
         summary: "List events",
         description:
-          "Your events and your sub-clients', in the order they were written; filter by type, client and creation time; page with `after` = the previous `next_cursor`.",
+          "Your events and your sub-clients', in the order of the transactions that wrote them, each listed once no running change can add one before it; filter by type, client and creation time; page with `after` = the previous `next_cursor`.",
         security: bearerAuth,
         querystring: ListEventsQuery,
         response: responses(EventListData),

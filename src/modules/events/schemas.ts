@@ -27,7 +27,7 @@ export const ListEventsQuery = Type.Object(
     ...CreatedWindowQuery,
     after: Type.Optional(
       Type.String({
-        pattern: "^[0-9]{1,18}$",
+        pattern: "^([0-9]{1,20}-)?[0-9]{1,18}$",
         "x-message": "must be a cursor returned as next_cursor",
         description: "Only events after this cursor (a next_cursor from an earlier page)",
       }),
@@ -40,7 +40,7 @@ export const ListEventsQuery = Type.Object(
 );
 
 export const EventListData = Type.Object({
-  events: Type.Array(EventSchema, { description: "In the order they were written" }),
+  events: Type.Array(EventSchema, { description: "In the order of the transactions that wrote them" }),
   has_more: Type.Boolean({ description: "More events match after this page" }),
   next_cursor: OrNull(Type.String(), {
     description:

@@ -1,9 +1,15 @@
 import type { Db } from "../../db/database.ts";
-import { AppError, errors } from "../../errors.ts";
+import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { createdWindow } from "../../http/schemas.ts";
 import { findClientInScope } from "../clients/repository.ts";
-import { type EventRow, listEventsInScope } from "./repository.ts";
+import {
+  type EventPosition,
+  type EventRow,
+  eventHorizon,
+  firstEventXid,
+  listEventsInScope,
+} from "./repository.ts";
 
 /** An event as the API lists it and as a webhook delivers it (the body that is signed). */
 export interface EventPayload {
@@ -35,22 +41,49 @@ export interface ListEventsQuery {
   limit: number;
 }
 
+/** A cursor is `<xid>-<seq>`: the place of the last event a page returned. */
+function cursorOf(position: EventPosition): string {
+  return `${position.xid}-${position.seq}`;
+}
+
+const xid8Max = 2n ** 64n - 1n;
+
+/**
+ * The place a cursor names. A bare number is a cursor of a release before migration 0020 (a seq):
+ * the events it was handed out among all carry that migration's transaction id, the first one.
+ */
+async function positionOf(db: Db, cursor: string): Promise<EventPosition | undefined> {
+  const dash = cursor.indexOf("-");
+  if (dash < 0) {
+    const xid = await firstEventXid(db);
+    return xid === undefined ? undefined : { xid, seq: BigInt(cursor) };
+  }
+  const xid = cursor.slice(0, dash);
+  if (BigInt(xid) > xid8Max) throw invalidField("after", "after", "must be a cursor returned as next_cursor");
+  return { xid, seq: BigInt(cursor.slice(dash + 1)) };
+}
+
 /**
  * The caller's events and its descendants' (the tenancy rule: a caller sees its subtree), in
- * write order, `limit` at a time. `next_cursor` is the cursor of the last event returned (or the
- * one given, when none is), so a client can keep it and ask for what came later.
+ * the order of the transactions that wrote them, `limit` at a time, and only once no running
+ * transaction can still add an event before them (see `eventHorizon`): a cursor handed out is
+ * never passed by an event committed later. `next_cursor` is the cursor of the last event
+ * returned (or the one given, when none is), so a client can keep it and ask for what came later.
  */
 export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery) {
   const { createdFrom, createdTo } = createdWindow(query.created_from, query.created_to);
   if (query.client_id && !(await findClientInScope(db, caller.clientId, query.client_id)))
     throw new AppError(errors.clientNotFound);
+  const after = query.after === undefined ? undefined : await positionOf(db, query.after);
+  const horizon = await eventHorizon(db);
   const rows = await listEventsInScope(db, {
     scopeClientId: caller.clientId,
     clientId: query.client_id,
     types: query.type?.split(","),
     createdFrom,
     createdTo,
-    afterSeq: query.after === undefined ? undefined : BigInt(query.after),
+    after,
+    horizon,
     limit: query.limit + 1,
   });
   const page = rows.slice(0, query.limit);
@@ -58,6 +91,6 @@ export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery)
   return {
     events: page.map(presentEvent),
     has_more: rows.length > query.limit,
-    next_cursor: last ? String(last.seq) : (query.after ?? null),
+    next_cursor: last ? cursorOf(last) : (query.after ?? null),
   };
 }
