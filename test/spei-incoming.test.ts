@@ -3,8 +3,10 @@
 // are returned with cause 01, and the sandbox simulates transfers through the same path.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
+import { sql } from "kysely";
 import { isValidClabe } from "../src/domain/clabe.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf, createAccount } from "../src/ledger/ledger.ts";
@@ -459,5 +461,56 @@ test("sandbox incoming credits one of your CLABEs through the same path; another
   );
   assert.equal(await balanceOf(t.ctx.db, fresh.clientId), 25250n);
   assert.equal((await eventsOf(t, fresh.clientId, "transfer.in.received")).length, 3);
+  await assertLedgerBalanced(t);
+});
+
+test("abonos stored as sent by an earlier release are upper-cased (migration 0021): a redelivery in another case is credited once", async () => {
+  // Regression (money audit): a row stored as mban… was found by that spelling only, so the
+  // rail's MBAN… missed it, passed the (case-sensitive) unique key and was credited again.
+  const fresh = await createTenant(t);
+  const send = (key: string, monto: number) =>
+    postSigned(t, incoming, abono(fresh.clabe, { ClaveRastreo: key, Monto: monto })).then(
+      (answer) => expectOk(answer) as AbonoAnswer,
+    );
+  const lower = await send("mban01002503059001", 150.25);
+  // Two rows of one key in two non-upper spellings (two deliveries of an earlier release: its
+  // double credit) and one whose upper-case spelling is stored too.
+  const twinA = await send("MBAN01002503059002", 1);
+  const twinB = await send("MBAN01002503059003", 2);
+  const taken = await send("MBAN01002503059004", 3);
+  const alsoLower = await send("MBAN01002503059005", 4);
+  const asSent = async (id: string | undefined, key: string) =>
+    sql`update transfer_operations set clave_rastreo = ${key} where id = ${id ?? ""}`.execute(t.ctx.db);
+  await asSent(lower.transfer_operation?.id, "mban01002503059001");
+  await asSent(twinA.transfer_operation?.id, "mban01002503059002");
+  await asSent(twinB.transfer_operation?.id, "Mban01002503059002");
+  await asSent(alsoLower.transfer_operation?.id, "mban01002503059004");
+  const before = await balanceOf(t.ctx.db, fresh.clientId);
+  const migration = await readFile(
+    new URL("../src/db/migrations/0021_abono_keys_upper_case.sql", import.meta.url),
+    "utf8",
+  );
+  await sql.raw(migration).execute(t.ctx.db);
+  const keyOf = async (id: string | undefined) =>
+    (
+      await sql<{
+        k: string;
+      }>`select clave_rastreo as k from transfer_operations where id = ${id ?? ""}`.execute(t.ctx.db)
+    ).rows[0]?.k;
+  assert.deepEqual(
+    await Promise.all([lower, twinA, twinB, taken, alsoLower].map((x) => keyOf(x.transfer_operation?.id))),
+    [
+      "MBAN01002503059001",
+      "MBAN01002503059002",
+      "Mban01002503059002",
+      "MBAN01002503059004",
+      "mban01002503059004",
+    ],
+  );
+  for (const spelling of ["MBAN01002503059001", "mban01002503059001", "mBaN01002503059001"]) {
+    const again = await send(spelling, 150.25);
+    assert.deepEqual([again.duplicate, again.transfer_operation?.id], [true, lower.transfer_operation?.id]);
+  }
+  assert.equal(await balanceOf(t.ctx.db, fresh.clientId), before);
   await assertLedgerBalanced(t);
 });

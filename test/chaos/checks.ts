@@ -246,3 +246,54 @@ async function checkSpei(books: Books, database: string, journal: SpeiJournalRec
   const resent = [...submits.values()].filter((n) => n > 1).length;
   return { violations, checks, orders: orders.length, resent, forced };
 }
+
+export interface EventFeed {
+  clientId: string;
+  name: string;
+  /** Event ids in the order GET /v1/events gave them, walked by cursor. */
+  seen: string[];
+}
+
+/**
+ * Every event of each poller's subtree was listed to it exactly once, and nothing else was: a
+ * cursor that an event committed later landed behind, or a repeated page, shows up here.
+ */
+export async function checkEventFeeds(
+  books: Books,
+  database: string,
+  feeds: EventFeed[],
+): Promise<{ violations: Violations; seen: number; stored: number; missed: number; duplicated: number }> {
+  const violations: Violations = [];
+  const totals = { seen: 0, stored: 0, missed: 0, duplicated: 0 };
+  for (const feed of feeds) {
+    const stored = await books.sql<{ id: string }>(
+      database,
+      `select e.id::text as id from events e join clients c on c.id = e.client_id where $1::uuid = any(c.lineage)`,
+      [feed.clientId],
+    );
+    const storedIds = new Set(stored.map((row) => row.id));
+    const seen = new Set<string>();
+    let duplicated = 0;
+    for (const id of feed.seen) {
+      if (seen.has(id)) duplicated += 1;
+      seen.add(id);
+    }
+    const missed = [...storedIds].filter((id) => !seen.has(id));
+    const foreign = [...seen].filter((id) => !storedIds.has(id));
+    if (missed.length > 0)
+      violations.push(
+        `tenant ${feed.name}'s event feed never listed ${missed.length} event(s), e.g. ${missed[0]}`,
+      );
+    if (duplicated > 0)
+      violations.push(`tenant ${feed.name}'s event feed listed ${duplicated} event(s) twice`);
+    if (foreign.length > 0)
+      violations.push(
+        `tenant ${feed.name}'s event feed listed ${foreign.length} event(s) outside its subtree`,
+      );
+    totals.seen += feed.seen.length;
+    totals.stored += storedIds.size;
+    totals.missed += missed.length;
+    totals.duplicated += duplicated;
+  }
+  return { violations, ...totals };
+}

@@ -23,7 +23,14 @@ import { Postgres } from "../../bench/lib/pg.ts";
 import * as seed from "../../bench/lib/seed.ts";
 import { buildClabe } from "../../src/domain/clabe.ts";
 import { subclientBody } from "../helpers/people.ts";
-import { type Books, checkAfterRun, checkSnapshot, type OpRecord, type Violations } from "./checks.ts";
+import {
+  type Books,
+  checkAfterRun,
+  checkEventFeeds,
+  checkSnapshot,
+  type OpRecord,
+  type Violations,
+} from "./checks.ts";
 import { type Answer, CarefulClient, type Session } from "./client.ts";
 import { freePort, PrivateCluster } from "./cluster.ts";
 import { withEmbeddedBooks } from "./embedded.ts";
@@ -227,7 +234,7 @@ async function main(): Promise<number> {
   };
   emisor = new EmisorProcess(env, path.join(work, "emisor.log"));
   const crashes = { emisorKilled: 0, postgresRestarted: 0 };
-  const counts = { reads: 0, readFailures: 0, snapshots: 0, snapshotsSkipped: 0 };
+  const counts = { reads: 0, readFailures: 0, snapshots: 0, snapshotsSkipped: 0, eventPolls: 0 };
   const client = new CarefulClient(base, { abortProbability: plan.abort, attemptTimeoutMs: 15_000 });
   const ops: OpRecord[] = [];
   try {
@@ -289,11 +296,47 @@ async function main(): Promise<number> {
       }
     };
 
-    say(`load: ${workers} workers, ${readers} readers; faults start`);
+    // Event pollers: each tenant's GET /v1/events walked by cursor, as an integration would,
+    // through the load and the faults; afterwards every event of the subtree must have been seen
+    // exactly once (checkEventFeeds).
+    const feeds = tenants.map((tenant) => ({ tenant, cursor: null as string | null, seen: [] as string[] }));
+    const pollEvents = async (feed: (typeof feeds)[number], until: () => boolean) => {
+      while (!until()) {
+        const query = `?limit=100${feed.cursor === null ? "" : `&after=${feed.cursor}`}`;
+        const answer = await client.attempt(
+          "GET",
+          `/v1/events${query}`,
+          feed.tenant.session.token,
+          undefined,
+          undefined,
+          false,
+        );
+        counts.eventPolls += 1;
+        if (answer?.status === 200) {
+          const page = answer.body.data as {
+            events: { id: string }[];
+            has_more: boolean;
+            next_cursor: string | null;
+          };
+          feed.seen.push(...page.events.map((e) => e.id));
+          feed.cursor = page.next_cursor;
+          if (!page.has_more) await sleep(150);
+        } else {
+          if (answer?.status === 401)
+            feed.tenant.session.token = await feed.tenant.session
+              .login()
+              .catch(() => feed.tenant.session.token);
+          await sleep(100);
+        }
+      }
+    };
+
+    say(`load: ${workers} workers, ${readers} readers, ${feeds.length} event pollers; faults start`);
     const loadStarted = Date.now();
     const running = [
       ...Array.from({ length: workers }, worker),
       ...Array.from({ length: readers }, reader),
+      ...feeds.map((feed) => pollEvents(feed, () => loadOver)),
       // The embedded directory cannot be opened while Emisor runs: checked after each kill instead.
       ...(embedded ? [] : [snapshots()]),
     ];
@@ -361,6 +404,18 @@ async function main(): Promise<number> {
       .filter((op) => op.answer && op.answer.status < 300 && op.kind !== "airtime")
       .slice(-300);
     const replays = await Promise.all(sample.map((op) => replay(client, op)));
+    // The pollers catch up: two polls in a row with nothing new, once everything is quiet.
+    await Promise.all(
+      feeds.map(async (feed) => {
+        let quiet = 0;
+        let seen = feed.seen.length;
+        await pollEvents(feed, () => {
+          if (feed.seen.length === seen) quiet += 1;
+          else [quiet, seen] = [0, feed.seen.length];
+          return quiet > 2;
+        });
+      }),
+    );
     const terminating = Date.now();
     const exitCode = await emisor.terminate();
     say(`SIGTERM: exit code ${exitCode} after ${Date.now() - terminating} ms`);
@@ -377,6 +432,14 @@ async function main(): Promise<number> {
       }),
     );
     violations.push(...report.violations);
+    const feedReport = await readBooks((books) =>
+      checkEventFeeds(
+        books,
+        database,
+        feeds.map((feed) => ({ clientId: feed.tenant.clientId, name: feed.tenant.name, seen: feed.seen })),
+      ),
+    );
+    violations.push(...feedReport.violations);
     const byKind = new Map<string, { ok: number; rejected: number; unanswered: number }>();
     const rejections = new Map<string, number>();
     for (const op of ops) {
@@ -402,6 +465,7 @@ async function main(): Promise<number> {
       embedded
         ? `crashes survived: Emisor with its embedded engine SIGKILL ${crashes.emisorKilled}`
         : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
+      `event feeds: ${feeds.length} pollers walked GET /v1/events by cursor (${counts.eventPolls} polls) and saw ${feedReport.seen} events of ${feedReport.stored} stored in their subtrees; missed ${feedReport.missed}, seen twice ${feedReport.duplicated}`,
       `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
       embedded
         ? `invariants: the books checked after each of the ${counts.snapshots} kills, before the restart; ${report.checks} checks after the run; violations: ${violations.length}`
