@@ -32,9 +32,14 @@ export interface LockedBatch {
  * Locks, in this order (uncorrelated subqueries run in target-list order, so every batch takes
  * them the same way): the payers' balance rows FOR UPDATE in id order, the cards FOR SHARE (a
  * block or a cancel waits for us), and the cards' balance rows FOR UPDATE in id order (two batches
- * paying the same cards cannot deadlock). Under the payer locks, the idempotency keys already
- * stored are final; an expired one (db/idempotency.ts) is not stored but listed, for
- * `forgetExpiredKeys`. Balances travel as text: JSON numbers are doubles.
+ * paying the same cards cannot deadlock). The idempotency keys already stored are read in the
+ * same statement, so from its snapshot: a key another process stored while this one waited for
+ * the payer's lock is not among them. That race costs a retry, not a second payment: storing the
+ * key again violates its primary key (23505), and the batcher runs the batch again, where the key
+ * is seen and replayed (`#underLock`); a second round trip per batch would avoid the retry for a
+ * race that takes a client sending one key to two processes at once. An expired key
+ * (db/idempotency.ts) is not stored but listed, for `forgetExpiredKeys`. Balances travel as text:
+ * JSON numbers are doubles.
  */
 export async function lockBatch(
   tx: Tx,
