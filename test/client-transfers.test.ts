@@ -526,3 +526,57 @@ test("the OpenAPI document: operation ids, the Idempotency-Key header, 429 and t
   );
   assert.equal((path.get as { operationId: string }).operationId, "listClientTransfers");
 });
+
+test("each side that is not the caller gets its own event through GET /v1/events: its money and its own balance, not a sibling's", async () => {
+  // A sub-client's integration learns by webhook that its balance was funded or swept, and
+  // learns no more than its own listing shows.
+  const parent = await createTenant(t, { available: 1000 });
+  const left = await createSubClient(t, parent, 100);
+  const right = await createSubClient(t, parent, 50);
+  const answer = expectOk(await move(parent, left.clientId, right.clientId, 30, { description: "Reparto" }));
+  type Feed = { events: Array<{ type: string; client_id: string; data: Record<string, unknown> }> };
+  const feedOf = async (who: Tenant) =>
+    expectOk(
+      await call<Feed>(
+        t.app,
+        "GET",
+        "/v1/events?type=client.transfer,client.transfer.credited,client.transfer.debited",
+        { token: who.token },
+      ),
+    ).events;
+  // Each side's event holds the transfer exactly as its own listing shows it: the sibling and the
+  // parent that made it are outside its subtree, so null.
+  const listed = async (who: Tenant) => expectOk(await list(who)).transfers[0];
+  assert.deepEqual(await listed(left), {
+    ...answer.transfer,
+    to_client_id: null,
+    created_by_client_id: null,
+  });
+  assert.deepEqual(
+    (await feedOf(left)).map((e) => [e.type, e.client_id, e.data]),
+    [["client.transfer.debited", left.clientId, { transfer: await listed(left), available: 70 }]],
+  );
+  assert.deepEqual(
+    (await feedOf(right)).map((e) => [e.type, e.client_id, e.data]),
+    [["client.transfer.credited", right.clientId, { transfer: await listed(right), available: 80 }]],
+  );
+  assert.equal((await listed(right))?.from_client_id, null);
+  // The parent sees its own event (both balances) and, in its subtree, each side's.
+  assert.deepEqual(
+    (await feedOf(parent)).map((e) => [e.type, e.client_id]),
+    [
+      ["client.transfer", parent.clientId],
+      ["client.transfer.debited", left.clientId],
+      ["client.transfer.credited", right.clientId],
+    ],
+  );
+  // The caller's own side gets no second event: funding a sub-client gives the sub-client one.
+  expectOk(await move(parent, parent.clientId, left.clientId, 5));
+  assert.deepEqual(
+    (await feedOf(parent)).slice(3).map((e) => [e.type, e.client_id]),
+    [
+      ["client.transfer", parent.clientId],
+      ["client.transfer.credited", left.clientId],
+    ],
+  );
+});

@@ -116,6 +116,40 @@ test("every event type: written with its change, shaped like the API's answer, d
     }),
     transferAnswer,
   );
+  // A side that is not the caller gets its own event: the money and its own balance only.
+  const moveBetween = async (from: string, to: string, amount: number) =>
+    expectOk(
+      await call<{ transfer: Record<string, unknown>; from_available: number; to_available: number }>(
+        t.app,
+        "POST",
+        "/v1/clients/transfers",
+        { token: root.token, body: { from_client_id: from, to_client_id: to, amount } },
+      ),
+    );
+  let moved: { transfer: Record<string, unknown>; from_available: number; to_available: number } = {
+    transfer: {},
+    from_available: 0,
+    to_available: 0,
+  };
+  // The root is outside the sub-client's subtree: its id is null in the sub-client's view.
+  const subView = (transfer: Record<string, unknown>, side: "from_client_id" | "to_client_id") => ({
+    ...transfer,
+    [side]: null,
+    created_by_client_id: null,
+  });
+  // (record's second argument is read after the operation ran: arguments are evaluated in order.)
+  record(
+    await oneEvent("client.transfer.credited", String(subclient.id), async () => {
+      moved = await moveBetween(root.clientId, String(subclient.id), 5);
+    }),
+    { transfer: subView(moved.transfer, "from_client_id"), available: moved.to_available },
+  );
+  record(
+    await oneEvent("client.transfer.debited", String(subclient.id), async () => {
+      moved = await moveBetween(String(subclient.id), root.clientId, 2);
+    }),
+    { transfer: subView(moved.transfer, "to_client_id"), available: moved.from_available },
+  );
   let statusAnswer: unknown;
   record(
     await oneEvent("client.status_changed", root.clientId, async () => {
@@ -291,6 +325,8 @@ test("every event type: written with its change, shaped like the API's answer, d
   assert.deepEqual(seen.get("client.created")?.data, { ...subclientRest, api_client: apiClientRest });
   for (const type of [
     "client.transfer",
+    "client.transfer.credited",
+    "client.transfer.debited",
     "client.status_changed",
     "cardholder.created",
     "card.assigned",

@@ -211,6 +211,8 @@ export interface TransferParty {
   min_balance_cents: bigint;
   balance_cents: bigint;
   status: "ACTIVE" | "DISABLED";
+  /** The client and its ancestors (root first). */
+  lineage: string[];
 }
 
 /**
@@ -227,7 +229,13 @@ export async function lockTransferParties(
   return db
     .selectFrom("clients as c")
     .innerJoin("ledger_accounts as a", "a.id", "c.id")
-    .select(["c.id", "c.min_balance_cents", "a.balance_cents", effectiveClientStatus.as("status")])
+    .select([
+      "c.id",
+      "c.lineage",
+      "c.min_balance_cents",
+      "a.balance_cents",
+      effectiveClientStatus.as("status"),
+    ])
     .where("c.id", "in", ids)
     .where(sql<boolean>`${callerId}::uuid = any(c.lineage)`)
     .orderBy("c.id")

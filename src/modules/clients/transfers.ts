@@ -10,7 +10,7 @@ import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
-import { emitEvent } from "../events/outbox.ts";
+import { emitEvents, type NewEvent } from "../events/outbox.ts";
 import * as repo from "./repository.ts";
 import type { ClientTransferBodyType } from "./schemas.ts";
 
@@ -39,7 +39,8 @@ function presentTransfer(row: Omit<repo.ListedClientTransferRow, "created_key">)
  * POST /v1/clients/transfers. Both sides must be the caller or below it (anything else is 3101, as
  * every client endpoint answers); the payer keeps at least its minimum balance (5105, as 5102 for
  * funding a new sub-client); the receiver may not be disabled, nor below a disabled client (5106:
- * the money could not be used, as incoming SPEI to it is returned). The event is the caller's.
+ * the money could not be used, as incoming SPEI to it is returned). The event is the caller's,
+ * and each side that is not the caller gets one of its own (credited or debited).
  */
 export async function transferBetweenClients(
   db: Db,
@@ -85,8 +86,36 @@ export async function transferBetweenClients(
       from_available: toPesos(from.balance_cents - amountCents),
       to_available: toPesos(to.balance_cents + amountCents),
     };
-    // The caller decided it and sees both sides: the event is its own, as client.created is.
-    await emitEvent(tx, { type: "client.transfer", clientId: caller.clientId, data });
+    // The caller decided it and sees both sides: client.transfer is its own, as client.created
+    // is. A side that is not the caller learns that its balance moved: the transfer as its own
+    // listing shows it (a client outside its subtree, such as a sibling or the caller, is null)
+    // and its own balance only.
+    const sideView = (side: repo.TransferParty) => {
+      const visible = (id: string) =>
+        id === side.id || parties.some((party) => party.id === id && party.lineage.includes(side.id))
+          ? id
+          : null;
+      return {
+        ...data.transfer,
+        from_client_id: visible(fromId),
+        to_client_id: visible(toId),
+        created_by_client_id: visible(caller.clientId),
+      };
+    };
+    const events: NewEvent[] = [{ type: "client.transfer", clientId: caller.clientId, data }];
+    if (fromId !== caller.clientId)
+      events.push({
+        type: "client.transfer.debited",
+        clientId: fromId,
+        data: { transfer: sideView(from), available: data.from_available },
+      });
+    if (toId !== caller.clientId)
+      events.push({
+        type: "client.transfer.credited",
+        clientId: toId,
+        data: { transfer: sideView(to), available: data.to_available },
+      });
+    await emitEvents(tx, events);
     return { status: 200, body: ok(data) };
   });
 }

@@ -11,6 +11,8 @@ export const eventTypes = [
   "client.created",
   "client.status_changed",
   "client.transfer",
+  "client.transfer.credited",
+  "client.transfer.debited",
   "cardholder.created",
   "card.assigned",
   "card.activated",
