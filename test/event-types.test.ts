@@ -9,7 +9,7 @@ import { eventTypes } from "../src/modules/events/outbox.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import type { WebhookWorker } from "../src/modules/webhooks/worker.ts";
 import { call, createSubClient, createTenant, expectError, expectOk } from "./helpers/api.ts";
-import { assignCard, createCardholder, createProduct, mintStock, panOf } from "./helpers/cards.ts";
+import { assignCard, cardsFor, createCardholder, createProduct, mintStock, panOf } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { cardholderBody, subclientBody } from "./helpers/people.ts";
 import { airtimeSimulator, speiSimulator } from "./helpers/rails.ts";
@@ -149,6 +149,20 @@ test("every event type: written with its change, shaped like the API's answer, d
       moved = await moveBetween(String(subclient.id), root.clientId, 2);
     }),
     { transfer: subView(moved.transfer, "to_client_id"), available: moved.from_available },
+  );
+  // A payment onto a sub-client's card: the payer's card.payment, and the card's client's own.
+  const [subCard] = await cardsFor(t, root, 1, { clientId: String(subclient.id), activate: true });
+  let received: unknown;
+  record(
+    await oneEvent("card.payment.received", String(subclient.id), async () => {
+      received = expectOk(
+        await call(t.app, "POST", "/v1/cards/payment", {
+          token: root.token,
+          body: { card_number: subCard?.id, amount: 3, payment_description: "Viáticos", ...where },
+        }),
+      );
+    }),
+    received,
   );
   let statusAnswer: unknown;
   record(
@@ -332,6 +346,7 @@ test("every event type: written with its change, shaped like the API's answer, d
     "card.assigned",
     "card.activated",
     "card.payment",
+    "card.payment.received",
     "card.unloaded",
     "transfer.out.settled",
     "transfer.out.returned",

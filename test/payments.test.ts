@@ -634,3 +634,33 @@ test("a disabled sub-client's cards receive no payment (5405) until it is enable
   expectOk(await pay(root, subCard.id, 10));
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
+
+test("a payment onto a sub-client's card is announced to the sub-client too (card.payment.received), and only then", async () => {
+  const root = await createTenant(t, { available: 1000 });
+  const sub = await createSubClient(t, root, 0);
+  const [subCard] = await cardsFor(t, sub, 1);
+  const [ownCard] = await cardsFor(t, root, 1);
+  assert.ok(subCard && ownCard);
+  const answer = expectOk(await pay(root, subCard.id, 12.5));
+  expectOk(await pay(root, ownCard.id, 1));
+  type Feed = { events: Array<{ type: string; client_id: string; data: unknown }> };
+  const feed = async (who: typeof root) =>
+    expectOk(
+      await call<Feed>(t.app, "GET", "/v1/events?type=card.payment,card.payment.received", {
+        token: who.token,
+      }),
+    ).events.map((e) => [e.type, e.client_id, e.data]);
+  // The sub-client's integration hears that its card was paid: the same data, the card and the
+  // operation, nothing of the payer's balance.
+  assert.deepEqual(await feed(sub), [["card.payment.received", sub.clientId, answer]]);
+  const ownAnswerCount = (await feed(root)).filter(([type]) => type === "card.payment.received").length;
+  assert.equal(ownAnswerCount, 1, "a payment onto one's own card has no received event");
+  assert.deepEqual(
+    (await feed(root)).map(([type, owner]) => [type, owner]),
+    [
+      ["card.payment", root.clientId],
+      ["card.payment.received", sub.clientId],
+      ["card.payment", root.clientId],
+    ],
+  );
+});

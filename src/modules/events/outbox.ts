@@ -18,6 +18,7 @@ export const eventTypes = [
   "card.activated",
   "card.status_changed",
   "card.payment",
+  "card.payment.received",
   "card.unloaded",
   "transfer.out.created",
   "transfer.out.settled",

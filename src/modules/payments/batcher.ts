@@ -304,6 +304,7 @@ function accept(request: PaymentRequest, status: string): Accepted {
       entryId,
       payerId: request.payerId,
       cardId: request.card.id,
+      cardClientId: request.card.client_id,
       amountCents: request.amountCents,
       description: request.description,
       metadata: {
@@ -324,13 +325,21 @@ function record(
   return { apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, ...response };
 }
 
+/**
+ * A payment's events: `card.payment` for the payer, and `card.payment.received` for the card's
+ * client when that is another (a parent paying a sub-client's card), with the same data (it
+ * names the card and the operation, nothing of the payer).
+ */
 function paymentEvents(accepted: Accepted[]) {
   return outboxRows(
-    accepted.map((a) => ({
-      type: "card.payment" as const,
-      clientId: a.payment.payerId,
-      data: a.body.data as Record<string, unknown>,
-    })),
+    accepted.flatMap((a) => {
+      const data = a.body.data as Record<string, unknown>;
+      const paid = { type: "card.payment" as const, clientId: a.payment.payerId, data };
+      const cardClientId = a.payment.cardClientId;
+      return cardClientId === a.payment.payerId
+        ? [paid]
+        : [paid, { type: "card.payment.received" as const, clientId: cardClientId, data }];
+    }),
   );
 }
 

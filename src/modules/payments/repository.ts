@@ -95,6 +95,8 @@ export interface AcceptedPayment {
   entryId: string;
   payerId: string;
   cardId: string;
+  /** The card's client: its events' owner when not the payer (`card.payment.received`). */
+  cardClientId: string;
   amountCents: bigint;
   description: string;
   metadata: Record<string, unknown>;
