@@ -173,6 +173,7 @@ test("every field rule: phone 10 digits, email, external_id string or number of 
   await invalid({}, "product_id", "product_id");
   await invalid({ external_id: "" }, "external_id");
   await invalid({ external_id: "x".repeat(129) }, "external_id");
+  await invalid({ external_id: "😀".repeat(129) }, "external_id");
   await invalid({ external_id: true }, "external_id");
   await invalid({ additional_data: "" }, "additional_data");
   await invalid({ additional_data: "x".repeat(2049) }, "additional_data");
@@ -187,6 +188,12 @@ test("every field rule: phone 10 digits, email, external_id string or number of 
     ),
   );
   assert.equal(edge.topup.external_id, "x".repeat(128));
+  // 128 characters, counted as the schema counts them: an emoji is one character, not two UTF-16
+  // units (regression: 65 emoji were refused as more than 128 characters).
+  const emoji = expectOk(
+    await topup(tenant, body({ external_id: "😀".repeat(128), product_id: "TELCEL_50" })),
+  );
+  assert.equal(emoji.topup.external_id, "😀".repeat(128));
   const numeric = expectOk(await topup(tenant, body({ external_id: 12345.5, product_id: "TELCEL_50" })));
   assert.equal(numeric.topup.external_id, "12345.5");
   // Kept as decimal text, never in exponent form (1e21 was kept as "1e+21").

@@ -232,6 +232,35 @@ test("every field is validated and a refused transfer moves nothing", async () =
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 4n * 1_260n);
 });
 
+test("beneficiary_name and payment_concept are 1-40 characters, an emoji one of them (not two UTF-16 units)", async () => {
+  // Regression (audit): 21 emoji were refused as "must be at most 40 characters".
+  const { tenant, card } = await readyCard();
+  const data = expectOk(
+    await send(
+      tenant,
+      body(card.id, { beneficiary_name: "😀".repeat(40), payment_concept: "é😀".repeat(20), amount: 1 }),
+    ),
+  );
+  const view = expectOk(
+    await call<{ transfer: { beneficiary: { name: string } } }>(
+      t.app,
+      "GET",
+      `/v1/transfer/cards/${data.transfer.id}`,
+      { token: tenant.token },
+    ),
+  );
+  assert.equal(view.transfer.beneficiary.name, "😀".repeat(40));
+  for (const field of ["beneficiary_name", "payment_concept"]) {
+    const response = expectError(
+      await send(tenant, body(card.id, { [field]: "😀".repeat(41), amount: 1 })),
+      1000,
+      400,
+    );
+    assert.equal(response.body.message, `${field}: must be at most 40 characters`);
+  }
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 1_260n);
+});
+
 test("a beneficiary's card number is stored sealed, handed whole to the rail, and orders stored before are sealed at start", async () => {
   // Regression (third audit): spei_orders.beneficiary_account held the card number in clear (a
   // database dump showed it), while every answer, event and log masked it.

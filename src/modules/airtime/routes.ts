@@ -5,7 +5,7 @@ import { completeDraft } from "../../db/idempotency.ts";
 import { invalidField } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, characterCount, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { cardRefName, parseCardNumber } from "../cards/card-number.ts";
 import { lockActiveCard, resolveActiveCard } from "../cards/service.ts";
@@ -61,7 +61,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
         );
       }
       const externalId = b.external_id === undefined ? undefined : decimalText(b.external_id);
-      if (externalId !== undefined && externalId.length > limits.airtimeExternalIdLengthMax) {
+      if (externalId !== undefined && characterCount(externalId) > limits.airtimeExternalIdLengthMax) {
         throw invalidField(
           "external_id",
           "maxLength",

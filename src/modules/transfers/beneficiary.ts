@@ -5,7 +5,7 @@ import { isLuhnValid } from "../../domain/luhn.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { type AccountType, accountTypeCodes, accountTypeOf } from "../../domain/spei.ts";
 import { AppError, errors, type ValidationDetail } from "../../errors.ts";
-import { Email, Text } from "../../http/schemas.ts";
+import { characterCount, Email, Text } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
 
@@ -106,7 +106,7 @@ export function validateBeneficiary(input: BeneficiaryInput): Beneficiary {
   }
   checkText(fail, "beneficiary_name", input.beneficiary_name, limits.speiNameLengthMax);
   checkText(fail, "payment_concept", input.payment_concept, limits.speiConceptLengthMax);
-  if (input.beneficiary_email.length > 100 || !emailPattern.test(input.beneficiary_email)) {
+  if (characterCount(input.beneficiary_email) > 100 || !emailPattern.test(input.beneficiary_email)) {
     fail("beneficiary_email", "format", "must be an email address");
   }
   if (details.length > 0 || !institution || !accountType) {
@@ -135,8 +135,9 @@ function checkText(
   value: string,
   max: number,
 ): void {
-  if (value.length === 0) fail(field, "minLength", "must be at least 1 characters");
+  const characters = characterCount(value);
+  if (characters === 0) fail(field, "minLength", "must be at least 1 characters");
   else if (!/\S/.test(value)) fail(field, "blank", "must not be blank");
-  else if (value.length > max) fail(field, "maxLength", `must be at most ${max} characters`);
+  else if (characters > max) fail(field, "maxLength", `must be at most ${max} characters`);
   else if (controlCharacters.test(value)) fail(field, "characters", "must not contain control characters");
 }
