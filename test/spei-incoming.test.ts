@@ -8,6 +8,7 @@ import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { sql } from "kysely";
 import { isValidClabe } from "../src/domain/clabe.ts";
+import { returnCauseText } from "../src/domain/spei.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf, createAccount } from "../src/ledger/ledger.ts";
 import { insertClient } from "../src/modules/clients/repository.ts";
@@ -337,6 +338,22 @@ test("an unknown CLABE is returned with cause 01 and credits nothing; another pa
     ) as AbonoAnswer;
     assert.equal(unreferenced.causa_devolucion, "14");
   }
+  // Above 10,000,000.00, however far: cause 20, never a 400 the rail would retry. Regression
+  // (audit): from 90,071,992,547,409.92 up (2^53 centavos) it was 400 "must be at most ...".
+  for (const monto of ["10000000.01", "90071992547409.92", "1e15", "9007199254740992", "1e21", "1e300"]) {
+    const raw = JSON.stringify(abono(tenant.clabe)).replace(/"Monto":[^,}]+/, `"Monto":${monto}`);
+    const above = expectOk(await postSigned(t, incoming, null, { raw })) as AbonoAnswer;
+    assert.deepEqual(
+      above,
+      { mensaje: "devolver", causa_devolucion: "20", descripcion: returnCauseText("20") },
+      monto,
+    );
+  }
+  // Still malformed, however large: more than 2 decimals, or a number that is not positive.
+  for (const monto of ["20000000.001", "-1e15"]) {
+    const raw = JSON.stringify(abono(tenant.clabe)).replace(/"Monto":[^,}]+/, `"Monto":${monto}`);
+    expectError(await postSigned(t, incoming, null, { raw }), 1000, 400);
+  }
   assert.equal(await balanceOf(t.ctx.db, systemAccounts.speiIn), speiIn);
   assert.equal((await operationsOf(unknown)).length, 0);
 });
@@ -445,6 +462,8 @@ test("sandbox incoming credits one of your CLABEs through the same path; another
   for (const [body, cause] of [
     [{ numeric_reference: "000" }, "14"],
     [{ amount: 10_000_000.01 }, "20"],
+    [{ amount: 1e15 }, "20"],
+    [{ amount: 1e300 }, "20"],
   ] as const) {
     const returned = expectOk(await sandbox(fresh.token, { clabe: fresh.clabe, amount: 1, ...body }));
     assert.equal(returned.mensaje, "devolver");

@@ -312,13 +312,19 @@ export function railTimestamp(value: string | number | null | undefined, field: 
   }
 }
 
+// From 2^53 up every double is a whole number (and String writes those from 1e21 in exponent form).
+const wholePesosFrom = 2 ** 53;
+
 /**
- * An abono's amount, the rail's or the sandbox's: any exact amount reads, and one above the credit
- * limit is returned with cause 20 rather than refused (a 400 would make the rail retry a transfer
- * Emisor will never take).
+ * An abono's amount, the rail's or the sandbox's: any finite positive amount with at most 2
+ * decimals reads, however large, and one above the credit limit is returned with cause 20 rather
+ * than refused (a 400 would make the rail retry a transfer Emisor will never take). An amount
+ * from 2^53 pesos up is a whole number, read exactly as its BigInt (regression: from
+ * 90,071,992,547,409.92 up the abono was a 400 "must be at most 90071992547409.91").
  */
 export function abonoAmountCents(value: number, field: string): bigint {
-  return parsePesos(value, field, { maxCents: BigInt(Number.MAX_SAFE_INTEGER) });
+  if (Number.isFinite(value) && value >= wholePesosFrom) return BigInt(value) * 100n;
+  return parsePesos(value, field, { maxCents: BigInt(wholePesosFrom) * 100n });
 }
 
 export function abonoOf(body: IncomingBodyType): Abono {
