@@ -232,6 +232,31 @@ test("every field is validated and a refused transfer moves nothing", async () =
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 4n * 1_260n);
 });
 
+test("a beneficiary_institution that is not a catalog key is told so, a bank's name as well as an unknown code", async () => {
+  // Regression (audit): "BBVA Mexico" was "must be at most 10 characters".
+  const { tenant, card } = await readyCard();
+  for (const institution of ["99999", "BBVA Mexico", "BBVA Bancomer, S.A., Institución de Banc"]) {
+    const response = expectError(
+      await send(tenant, body(card.id, { beneficiary_institution: institution, amount: 1 })),
+      1000,
+      400,
+    );
+    assert.equal(
+      response.body.message,
+      "beneficiary_institution: must be a key of the transfer_institutions catalog",
+      institution,
+    );
+  }
+  // A huge value is still refused for its length.
+  const huge = expectError(
+    await send(tenant, body(card.id, { beneficiary_institution: "4".repeat(41), amount: 1 })),
+    1000,
+    400,
+  );
+  assert.equal(huge.body.message, "beneficiary_institution: must be at most 40 characters");
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n);
+});
+
 test("beneficiary_name and payment_concept are 1-40 characters, an emoji one of them (not two UTF-16 units)", async () => {
   // Regression (audit): 21 emoji were refused as "must be at most 40 characters".
   const { tenant, card } = await readyCard();

@@ -21,9 +21,11 @@ export const BeneficiaryProperties = {
     pattern: "^([0-9]{10}|[0-9]{16}|[0-9]{18})$",
     "x-message": "must be 10 (phone), 16 (card) or 18 (CLABE) digits",
   }),
+  // Any wrong value of a sane length is told what it should be (a key of the catalog), "BBVA
+  // Mexico" as well as "99999": a bound of 10 told a name it was too long instead.
   beneficiary_institution: Type.String({
     minLength: 1,
-    maxLength: 10,
+    maxLength: 40,
     description: "Banxico code from GET /v1/catalogs/transfer_institutions",
   }),
   beneficiary_name: Text(1, limits.speiNameLengthMax, "1-40 characters"),
