@@ -263,6 +263,18 @@ test("invalid requests: 1000 naming the field", async () => {
     );
     if (field === "state") assert.match(response.body.message, /state catalog \(GET \/v1\/catalogs\/state\)/);
   }
+  // The RFC message states what isValidRfc takes: the homoclave is optional for a person's
+  // 4-letter RFC (regression: it said "a 3-character homoclave" though GODE561231 is accepted).
+  const rfcMessage =
+    "rfc: must be an RFC: 3-4 letters, a real date YYMMDD, and an optional 3-character homoclave (required for a company's 3-letter RFC)";
+  for (const rfc of ["CNO201301AB1", "CNO2001011", "GODE561231G"]) {
+    const refused = expectError(await create(parent.token, subclientBody({ rfc })), 1000, 400);
+    assert.equal(refused.body.message, rfcMessage, rfc);
+  }
+  const person = expectOk(await create(parent.token, subclientBody({ rfc: "gode561231", available: 0 }))) as {
+    subclient: { rfc: string };
+  };
+  assert.equal(person.subclient.rfc, "GODE561231");
   const missing = subclientBody();
   delete missing.api_key_password;
   expectError(await create(parent.token, missing), 1000, 400);

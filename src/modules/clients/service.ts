@@ -118,7 +118,7 @@ export async function createSubclient(
     throw invalidField(
       "rfc",
       "rfc",
-      "must be an RFC: 3-4 letters, a real date YYMMDD, and a 3-character homoclave",
+      "must be an RFC: 3-4 letters, a real date YYMMDD, and an optional 3-character homoclave (required for a company's 3-letter RFC)",
     );
   }
   // scrypt is slow on purpose: hash before the transaction, not while holding the balance lock.
