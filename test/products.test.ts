@@ -20,7 +20,7 @@ after(() => t.close());
 
 type Products = { products: { total: number; detail: ProductView[] } };
 
-test("create: the contract 2.6 shape, country 484, coin 484/MXN, status ACTIVE, empty stock", async () => {
+test("create: the contract 2.6 shape, country 484, coin 484 Peso mexicano (as airtime products), status ACTIVE, empty stock", async () => {
   const product = await createProduct(t, tenant, { allow_blank_rfc: true, transfer_commission: 7.5 });
   assert.deepEqual(Object.keys(product).sort(), [
     "affinity_group",
@@ -40,7 +40,15 @@ test("create: the contract 2.6 shape, country 484, coin 484/MXN, status ACTIVE, 
     "type",
   ]);
   assert.deepEqual(product.country, { code: "484", description: "México" });
-  assert.deepEqual(product.coin, { code: "484", description: "Peso mexicano (MXN)" });
+  // One spelling for the currency, a card product's as an airtime product's (regression: card
+  // products said "Peso mexicano (MXN)").
+  assert.deepEqual(product.coin, { code: "484", description: "Peso mexicano" });
+  const airtime = expectOk(
+    await call<{ products: { detail: Array<{ coin: unknown }> } }>(t.app, "GET", "/v1/airtime/products", {
+      token: tenant.token,
+    }),
+  );
+  assert.deepEqual(airtime.products.detail[0]?.coin, product.coin);
   assert.deepEqual(product.type, { key: "PHYSICAL", value: "Física" });
   assert.deepEqual(product.status, { key: "ACTIVE", value: "Activo" });
   assert.equal(product.stock_cards, 0);

@@ -7,6 +7,8 @@ import { invalidField } from "../errors.ts";
 export type Cents = bigint;
 
 export const currencyCode = "484";
+/** The currency's name wherever a response describes it (a product's `coin`, card or airtime). */
+export const currencyDescription = "Peso mexicano";
 
 // String(n) of a finite number below 1e21 is its shortest round-trip decimal, so the decimals
 // a client sent are exactly the decimals we see (100.10 arrives as 100.1, 1e2 as 100): a JSON

@@ -1,4 +1,4 @@
-import { currencyCode, toPesos } from "../../ledger/money.ts";
+import { currencyCode, currencyDescription, toPesos } from "../../ledger/money.ts";
 import type { AirtimeProductRow, TopupRow } from "./repository.ts";
 
 /** An airtime product in the contract's Product shape (2.6), with type AIRTIME. */
@@ -8,7 +8,7 @@ export function renderProduct(product: AirtimeProductRow) {
     name: product.name,
     description: product.description,
     country: { code: "484", description: "México" },
-    coin: { code: currencyCode, description: "Peso mexicano" },
+    coin: { code: currencyCode, description: currencyDescription },
     type: { key: "AIRTIME", value: "Tiempo aire" },
     status:
       product.status === "ACTIVE"

@@ -9,7 +9,7 @@ import { mexicoCityToday } from "../../domain/spei.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
-import { parsePesos, toPesos } from "../../ledger/money.ts";
+import { currencyDescription, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import * as repo from "./repository.ts";
@@ -25,7 +25,7 @@ export function presentProduct(row: repo.ProductRow): ProductView {
     name: row.name,
     description: row.description,
     country: { code: row.country_code, description: "México" },
-    coin: { code: row.currency_code, description: "Peso mexicano (MXN)" },
+    coin: { code: row.currency_code, description: currencyDescription },
     type: { key: row.card_type, value: row.card_type === "PHYSICAL" ? "Física" : "Virtual" },
     status: { key: row.status, value: row.status === "ACTIVE" ? "Activo" : "Inactivo" },
     affinity_group: row.affinity_group,
