@@ -100,6 +100,35 @@ test("key unlock lifts a key's login lock, which anyone knowing the key id can s
   assert.match(again.stderr, /nothing to unlock/);
 });
 
+test("--name and --alias bounds count characters as the API does, not UTF-16 units", async (s) => {
+  if (!t.databaseUrl) {
+    s.skip("the CLI shares this file's database on PostgreSQL only (the embedded one is locked)");
+    return;
+  }
+  // Regression (audit): six emoji (twelve UTF-16 units) were "--alias must be 3-10 characters",
+  // and two (four units) were taken for an alias of at least 3.
+  const name = "😀".repeat(60);
+  const { stdout } = await emisor(
+    ["tenant", "create", "--name", name, "--alias", "😀".repeat(10), "--json"],
+    "x",
+  );
+  const output = JSON.parse(stdout) as Record<string, unknown>;
+  assert.equal(output.name, name);
+  assert.equal(output.alias, "😀".repeat(10));
+  await assert.rejects(
+    emisor(["tenant", "create", "--name", "Acme", "--alias", "😀😀"], "x"),
+    /--alias must be 3-10 characters/,
+  );
+  await assert.rejects(
+    emisor(["tenant", "create", "--name", "Acme", "--alias", "😀".repeat(11)], "x"),
+    /--alias must be 3-10 characters/,
+  );
+  await assert.rejects(
+    emisor(["tenant", "create", "--name", "😀".repeat(61)], "x"),
+    /--name is required \(1-60 characters\)/,
+  );
+});
+
 test("bad arguments fail with a message and a non-zero exit", async () => {
   await assert.rejects(emisor(["tenant", "create", "--available", "10"], "x"), /--name is required/);
   await assert.rejects(

@@ -4,6 +4,7 @@ import { createContext } from "../context.ts";
 import { type Database, openDatabase } from "../db/database.ts";
 import { migrate } from "../db/migrate.ts";
 import { AppError } from "../errors.ts";
+import { characterCount } from "../http/schemas.ts";
 import { parsePesosText, toPesos } from "../ledger/money.ts";
 import { limits } from "../limits.ts";
 import { main as serve } from "../main.ts";
@@ -64,12 +65,14 @@ async function tenantCreate(args: string[]): Promise<void> {
       json: { type: "boolean", default: false },
     },
   });
-  if (!values.name || values.name.length < 1 || values.name.length > 60) {
+  // Characters as the API counts them (code points): an emoji is one, not two UTF-16 units.
+  if (!values.name || characterCount(values.name) > 60) {
     throw new Error("--name is required (1-60 characters)");
   }
   checkText(values.name, "--name");
   const alias = values.alias ?? defaultAlias(values.name);
-  if (alias.length < 3 || alias.length > 10) throw new Error("--alias must be 3-10 characters");
+  const aliasCharacters = characterCount(alias);
+  if (aliasCharacters < 3 || aliasCharacters > 10) throw new Error("--alias must be 3-10 characters");
   checkText(alias, "--alias");
   const availableCents = parsePesosText(values.available ?? "0", "--available", limits.fundingCentsMax);
   const config = loadConfig();
