@@ -4,12 +4,12 @@ import { createContext } from "../context.ts";
 import { type Database, openDatabase } from "../db/database.ts";
 import { migrate } from "../db/migrate.ts";
 import { AppError } from "../errors.ts";
-import { characterCount } from "../http/schemas.ts";
 import { parsePesosText, toPesos } from "../ledger/money.ts";
 import { limits } from "../limits.ts";
 import { main as serve } from "../main.ts";
 import { forgetKeyFailures } from "../modules/auth/repository.ts";
 import { createRootClient } from "../modules/clients/service.ts";
+import { characterCount } from "../text.ts";
 
 /**
  * The `emisor` command. Output meant for programs (--json) is exactly one JSON object on

@@ -10,13 +10,6 @@ import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 export const Uuid = (description?: string) =>
   Type.String({ format: "uuid", "x-message": "must be a UUID", ...(description ? { description } : {}) });
 
-/**
- * The characters of a text as a schema's minLength and maxLength count them (ajv counts Unicode
- * code points, not UTF-16 units): "😀" is one character, not two. Hand-written bounds use it so a
- * text a schema accepts is not refused by a repeated check.
- */
-export const characterCount = (text: string): number => [...text].length;
-
 /** Free text of min-max characters; when it is required (min >= 1), spaces alone are refused (rule `blank`). */
 export const Text = (min: number, max: number, description?: string) =>
   Type.String({

@@ -5,8 +5,9 @@ import { isLuhnValid } from "../../domain/luhn.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { type AccountType, accountTypeCodes, accountTypeOf } from "../../domain/spei.ts";
 import { AppError, errors, type ValidationDetail } from "../../errors.ts";
-import { characterCount, Email, Text } from "../../http/schemas.ts";
+import { Email, Text } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
+import { characterCount } from "../../text.ts";
 import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
 
 /**
