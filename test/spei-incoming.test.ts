@@ -13,7 +13,7 @@ import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf, createAccount } from "../src/ledger/ledger.ts";
 import { insertClient } from "../src/modules/clients/repository.ts";
 import { createCollectionAccount } from "../src/modules/transfers/service.ts";
-import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { abono, assertLedgerBalanced, eventsOf, postSigned } from "./helpers/rails.ts";
 
@@ -414,6 +414,21 @@ test("a signed but malformed abono is 400 with the failed fields; STP-style inte
     else assert.ok(Math.abs(Date.now() - kept.getTime()) < 60_000, `${ts}: ${kept.toISOString()}`);
   }
   expectError(await postSigned(t, incoming, null, { raw: "{not json" }), 1001, 400);
+});
+
+test("a sandbox abono names the receiving client in its first 40 characters, whole", async () => {
+  // Regression (audit): the name was cut at 40 UTF-16 units, so a 30-character name with emoji
+  // lost its end and had a character cut in half.
+  const name = `N${"😀".repeat(29)}`;
+  const receiver = await createSubClient(t, await createTenant(t), 0, { name });
+  const answer = expectOk(
+    await call<AbonoAnswer>(t.app, "POST", "/v1/sandbox/spei/incoming", {
+      token: receiver.token,
+      body: { clabe: receiver.clabe, amount: 1 },
+    }),
+  );
+  assert.equal(answer.mensaje, "confirmar");
+  assert.equal(answer.transfer_operation?.nombre_beneficiario, name);
 });
 
 test("with no secret configured the rail routes refuse every call with 6501", async () => {

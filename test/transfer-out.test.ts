@@ -246,6 +246,12 @@ test("a settled order can still be returned by the receiving bank; the refund is
     [{ CausaDevolucion: " 3 " }, cancelled],
     [{ CausaDevolucion: "999" }, unknown("999")],
     [{ CausaDevolucion: "A1", Detalle: "D".repeat(5000) }, unknown("A1")],
+    // The first 16 (200) characters, not UTF-16 units: an emoji at the cut is kept or dropped
+    // whole (regression: it was cut in half).
+    [
+      { CausaDevolucion: `${"A".repeat(15)}😀😀`, Detalle: `${"D".repeat(199)}😀😀` },
+      unknown(`${"A".repeat(15)}😀`),
+    ],
     [{ CausaDevolucion: "", Detalle: null, TsLiquidacion: null }, null],
     [{ CausaDevolucion: null, TsLiquidacion: "not a time" }, null],
   ] as const) {

@@ -93,7 +93,12 @@ export function expectOk<T>(response: Response<T>): T {
 }
 
 /** A sub-client of `parent` with its own API key, created and logged in through the API. */
-export async function createSubClient(t: TestApp, parent: Tenant, available = 0): Promise<Tenant> {
+export async function createSubClient(
+  t: TestApp,
+  parent: Tenant,
+  available = 0,
+  overrides: Record<string, unknown> = {},
+): Promise<Tenant> {
   const password = `pw-${randomUUID()}`.slice(0, 30);
   const data = expectOk(
     await call<{ subclient: { id: string; api_client: { id: string; api_key: string } } }>(
@@ -102,7 +107,7 @@ export async function createSubClient(t: TestApp, parent: Tenant, available = 0)
       "/v1/clients",
       {
         token: parent.token,
-        body: subclientBody({ available, api_key_password: password }),
+        body: subclientBody({ ...overrides, available, api_key_password: password }),
       },
     ),
   );

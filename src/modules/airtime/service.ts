@@ -25,6 +25,7 @@ import {
   type AirtimeTopupRequest,
 } from "../../rails/airtime/port.ts";
 import { withDeadline } from "../../rails/timeout.ts";
+import { firstCharacters } from "../../text.ts";
 import type { CardRef } from "../cards/card-number.ts";
 import { emitEvent } from "../events/outbox.ts";
 import * as repo from "./repository.ts";
@@ -259,7 +260,7 @@ export async function settleTopup(db: Db, id: string, outcome: AirtimeResult): P
         metadata: { airtime_topup_id: id },
       });
       await repo.finishTopup(tx, id, "FAILED", {
-        failure_reason: outcome.reason.slice(0, limits.railDetailLengthMax),
+        failure_reason: firstCharacters(outcome.reason, limits.railDetailLengthMax),
         reversal_entry_id: reversal,
       });
     }

@@ -11,6 +11,7 @@ import { accountTypeCodes } from "../../domain/spei.ts";
 import { limits } from "../../limits.ts";
 import { RailUnavailableError, type SpeiOrderMessage, type SpeiRail } from "../../rails/spei/port.ts";
 import { withDeadline } from "../../rails/timeout.ts";
+import { firstCharacters } from "../../text.ts";
 import { railBeneficiaryAccount } from "./beneficiary-card.ts";
 import { applyStateChangeTx } from "./outgoing.ts";
 import * as repo from "./repository.ts";
@@ -123,7 +124,7 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
     deps.warn?.("SPEI rail refused an order it had accepted; kept ENVIADA until the next settlement check", {
       order_id: order.id,
       attempts: job.attempts,
-      detail: result.detail.slice(0, limits.railDetailLengthMax),
+      detail: firstCharacters(result.detail, limits.railDetailLengthMax),
     });
 }
 

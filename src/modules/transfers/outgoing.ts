@@ -14,6 +14,7 @@ import { type Cents, ivaOf } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { SpeiRail, SpeiStateChange } from "../../rails/spei/port.ts";
 import { SpeiSimulator } from "../../rails/spei/simulator.ts";
+import { firstCharacters } from "../../text.ts";
 import { emitEvent } from "../events/outbox.ts";
 import type { Beneficiary } from "./beneficiary.ts";
 import { storedBeneficiary } from "./beneficiary-card.ts";
@@ -194,7 +195,7 @@ export async function applyStateChangeTx(
   order: repo.SpeiOrderRow,
   change: SpeiStateChange,
 ): Promise<boolean> {
-  const detail = change.detalle.slice(0, limits.railDetailLengthMax) || null;
+  const detail = firstCharacters(change.detalle, limits.railDetailLengthMax) || null;
   let applied = false;
   if (change.estado === "LIQUIDACION") {
     applied = await repo.transitionOrder(tx, order.id, ["PENDIENTE", "ENVIADA"], "LIQUIDADA", {

@@ -23,6 +23,7 @@ import {
 } from "../../http/schemas.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
+import { firstCharacters } from "../../text.ts";
 import type { Abono } from "./service.ts";
 
 /** TypeBox schemas of the SPEI routes, and the normalization of the rail's payloads. */
@@ -404,5 +405,5 @@ export function returnCause(value: string | number | null | undefined): string |
     .replace(/[\p{Cc}\p{Cf}]/gu, "")
     .trim();
   if (text === "") return undefined;
-  return (/^[0-9]+$/.test(text) ? numericCode(text).padStart(2, "0") : text).slice(0, 16);
+  return firstCharacters(/^[0-9]+$/.test(text) ? numericCode(text).padStart(2, "0") : text, 16);
 }

@@ -16,6 +16,7 @@ import { systemAccounts } from "../../ledger/accounts.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import type { Cents } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
+import { firstCharacters } from "../../text.ts";
 import { transferInstitutions } from "../catalogs/data.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { decodeCursor, encodeCursor, type Position, positionAt } from "./pagination.ts";
@@ -282,7 +283,7 @@ function sandboxAbono(input: SandboxIncoming, clientName: string): Abono {
     tipoCuentaOrdenante: "40",
     cuentaOrdenante: input.payerAccount ?? buildClabe("012", "180", 1n),
     rfcCurpOrdenante: input.payerRfcCurp ?? "ND",
-    nombreBeneficiario: clientName.slice(0, limits.speiNameLengthMax),
+    nombreBeneficiario: firstCharacters(clientName, limits.speiNameLengthMax),
     tipoCuentaBeneficiario: "40",
     cuentaBeneficiario: input.clabe,
     rfcCurpBeneficiario: "ND",
