@@ -296,16 +296,27 @@ test("a key stored by an earlier release (its fingerprint over the URL's path an
           body: payment,
           headers: { "idempotency-key": key },
         });
-  for (const [key, path, body] of [
-    ["old-fund-1", "/v1/sandbox/funding", { amount: 5 }],
-    ["old-pay-1", "/v1/cards/payment", payment],
+  const hashKey = t.ctx.keys.idempotency;
+  const { card_number: _card, ...rest } = payment;
+  for (const [key, storedHash] of [
+    ["old-fund-1", requestHash(hashKey, "POST", "/v1/sandbox/funding", { amount: 5 })],
+    ["old-pay-1", requestHash(hashKey, "POST", "/v1/cards/payment", payment)],
+    // Regression (upgrade audit): on routes with ciphered fields the earlier release stored the
+    // rest of the body at the URL's path, completed with the card it named; that form answered
+    // 4001 to its own retry after an upgrade (payments, transfers out and top-ups alike).
+    [
+      "old-pay-2",
+      requestHash(hashKey, "deciphered", requestHash(hashKey, "POST", "/v1/cards/payment", rest), {
+        card_number: card.id,
+      }),
+    ],
   ] as const) {
     const first = await send(key);
     expectOk(first);
     // As the earlier release stored it.
     await t.ctx.db
       .updateTable("idempotency_keys")
-      .set({ request_hash: requestHash(t.ctx.keys.idempotency, "POST", path, body) })
+      .set({ request_hash: storedHash })
       .where("key", "=", key)
       .execute();
     const again = await send(key);
@@ -313,5 +324,5 @@ test("a key stored by an earlier release (its fingerprint over the URL's path an
     assert.equal(again.headers["idempotent-replayed"], "true", key);
     assert.deepEqual(again.body, first.body);
   }
-  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 10_000n + 500n - 300n);
+  assert.equal(await balanceOf(t.ctx.db, tenant.clientId), 10_000n + 500n - 300n - 300n);
 });

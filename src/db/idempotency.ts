@@ -26,16 +26,18 @@ export interface IdempotencyScope {
   key: string;
   requestHash: string;
   /**
-   * The fingerprint as releases before the third audit computed it (the URL's path and the whole
-   * body): a key stored by such a release, up to 48 hours before an upgrade, still replays instead
-   * of answering 4001. Never stored; computed only when the current form does not match.
+   * The fingerprint in the forms releases before the third audit computed it, over the URL's path
+   * instead of the route and its decoded parameters: the whole body, and on routes with ciphered
+   * fields the rest of the body completed with what they named. A key stored by such a release,
+   * up to 48 hours before an upgrade, still replays instead of answering 4001. Never stored;
+   * computed only when the current form does not match.
    */
-  legacyRequestHash?: (() => string) | undefined;
+  legacyRequestHashes?: (() => string[]) | undefined;
 }
 
-/** Whether a stored fingerprint is this request's, in its current or its earlier form. */
+/** Whether a stored fingerprint is this request's, in its current or an earlier form. */
 export function sameRequest(storedHash: string, scope: IdempotencyScope): boolean {
-  return storedHash === scope.requestHash || storedHash === scope.legacyRequestHash?.();
+  return storedHash === scope.requestHash || (scope.legacyRequestHashes?.().includes(storedHash) ?? false);
 }
 
 /**

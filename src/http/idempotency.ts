@@ -36,8 +36,8 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
     const path = `${request.routeOptions.url}${canonicalJson(request.params ?? {})}`;
     const { apiKeyId } = request.caller;
     const body = request.body;
-    const legacyRequestHash = () =>
-      requestHash(hashKey, request.method, request.url.split("?")[0] ?? "", body);
+    const urlPath = request.url.split("?")[0] ?? "";
+    const wholeBodyAtUrl = () => requestHash(hashKey, request.method, urlPath, body);
     const ciphered = request.routeOptions.config.cipheredFields;
     if (ciphered) {
       // The service deciphers these fields and completes the fingerprint with what they name.
@@ -49,7 +49,10 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
           apiKeyId,
           key: header,
           requestHash: requestHash(hashKey, "deciphered", partial, named),
-          legacyRequestHash,
+          legacyRequestHashes: () => [
+            wholeBodyAtUrl(),
+            requestHash(hashKey, "deciphered", requestHash(hashKey, request.method, urlPath, rest), named),
+          ],
         }),
       };
       return;
@@ -58,7 +61,7 @@ export function registerIdempotency(app: FastifyInstance, db: Db, hashKey: Buffe
       apiKeyId,
       key: header,
       requestHash: requestHash(hashKey, request.method, path, request.body),
-      legacyRequestHash,
+      legacyRequestHashes: () => [wholeBodyAtUrl()],
     };
     const stored = await findStoredResponse(db, request.idempotency);
     if (stored) return sendResult(reply, stored);
