@@ -4,6 +4,7 @@ import { deriveKeyRing, type KeyRing, loadMasterKey } from "./crypto/keys.ts";
 import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
 import type { Database, Db } from "./db/database.ts";
 import { AuthService } from "./modules/auth/service.ts";
+import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { applySpeiStateChange } from "./modules/transfers/outgoing.ts";
 import { createRails, type Rails } from "./rails/index.ts";
@@ -33,6 +34,7 @@ export async function createContext(
   });
   const keys = deriveKeyRing(master);
   const systemKey = await loadOrCreateSystemKey(database.db, keys.wrap);
+  await alignTransactionCounter(database.db, (message) => (warn as (message: string) => void)(message));
   // Orders to cards stored before migration 0013 kept the card number in clear: sealed once here.
   const sealed = await sealStoredBeneficiaryCards(database.db, keys.vault);
   if (sealed > 0)

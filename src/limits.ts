@@ -61,6 +61,8 @@ export const limits = {
    */
   dirLockHeartbeatMs: 5_000,
   dirLockLeaseMs: 60_000,
+  /** Transaction ids a start gives to bring this cluster's counter past events copied from another (events/xid-counter.ts). */
+  eventXidCatchUpMax: 50_000_000,
   /**
    * Idempotency keys are kept this long (architecture: >= 24 h), then neither replayed nor
    * refused (4001): the key is free for a new request. The purge (workers.ts) deletes expired keys

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
 import { type EventType, emitEvent, emitEvents, eventTypes } from "../src/modules/events/outbox.ts";
+import { alignTransactionCounter } from "../src/modules/events/xid-counter.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { emit } from "./helpers/webhooks.ts";
@@ -303,5 +304,73 @@ test("a cursor of a release before migration 0020 (a bare seq) reads as a place 
   assert.deepEqual(
     page.events.map((e) => e.id),
     ids.slice(2),
+  );
+});
+
+test("events copied from a cluster whose transaction ids ran ahead: a start advances this cluster's counter, and they list in order", async () => {
+  // Regression (review): a dump restored into a new cluster kept the events' transaction ids,
+  // above any this cluster had given; they stayed hidden under the horizon, and events written
+  // next, with lower ids, were listed and passed them.
+  const tenant = await createTenant(t);
+  const [copied] = await emit(t, [{ type: "card.payment", clientId: tenant.clientId }]);
+  const next = await sql<{ n: string }>`select pg_snapshot_xmax(pg_current_snapshot())::text as n`.execute(
+    t.ctx.db,
+  );
+  const ahead = (BigInt(next.rows[0]?.n ?? "0") + 5000n).toString();
+  await sql`update events set xid = ${ahead}::xid8 where id = ${copied}`.execute(t.ctx.db);
+  assert.deepEqual(expectOk(await list(tenant.token)).events, [], "hidden while the counter is behind");
+  const warnings: string[] = [];
+  await alignTransactionCounter(t.ctx.db, (message) => warnings.push(message));
+  assert.match(warnings[0] ?? "", /advancing this cluster's transaction counter by 500[0-9]/);
+  const [later] = await emit(t, [{ type: "card.activated", clientId: tenant.clientId }]);
+  assert.deepEqual(
+    expectOk(await list(tenant.token)).events.map((e) => e.id),
+    [copied, later],
+  );
+  // Aligned, a start has nothing to do.
+  await alignTransactionCounter(t.ctx.db, (message) => warnings.push(message));
+  assert.equal(warnings.length, 1);
+});
+
+test("a bare cursor maps to the first transaction by number, not by its text (980 before 1018)", async () => {
+  // Regression (review): the first id was sorted as text, so once ids had another digit a bare
+  // cursor named a later transaction and the migration's remaining events were never listed.
+  const first = await sql<{ x: string }>`select xid::text as x from events order by xid limit 1`.execute(
+    t.ctx.db,
+  );
+  const base = BigInt(first.rows[0]?.x ?? "1");
+  const tenant = await createTenant(t);
+  const ids = await emit(
+    t,
+    Array.from({ length: 3 }, (_, i) => ({
+      type: "card.payment" as const,
+      clientId: tenant.clientId,
+      data: { n: i },
+    })),
+  );
+  // The tenant's events as the migration stamped them: the lowest id; a later one whose text sorts
+  // first ("9…" against "10…"-style ids).
+  await sql`update events set xid = ${(base > 1n ? base - 1n : 0n).toString()}::xid8 where id = any(${ids}::uuid[])`.execute(
+    t.ctx.db,
+  );
+  await emit(t, [{ type: "card.activated", clientId: (await createTenant(t)).clientId }]);
+  const smallest = await sql<{ x: string }>`select xid::text as x from events order by xid limit 1`.execute(
+    t.ctx.db,
+  );
+  const largest = await sql<{
+    x: string;
+  }>`select xid::text as x from events order by xid desc limit 1`.execute(t.ctx.db);
+  // Make a textually smaller id exist: one digit more, starting with 1.
+  const wider = `1${"0".repeat((largest.rows[0]?.x ?? "1").length)}`;
+  const [other] = await emit(t, [{ type: "card.activated", clientId: (await createTenant(t)).clientId }]);
+  await sql`update events set xid = ${wider}::xid8 where id = ${other}`.execute(t.ctx.db);
+  assert.ok(wider < (smallest.rows[0]?.x ?? ""), "the wider id sorts first as text");
+  const seqs = await sql<{
+    seq: string;
+  }>`select seq::text as seq from events where id = any(${ids}::uuid[]) order by seq`.execute(t.ctx.db);
+  const page = expectOk(await list(tenant.token, `?after=${seqs.rows[0]?.seq}`));
+  assert.deepEqual(
+    page.events.map((e) => e.id),
+    ids.slice(1),
   );
 });

@@ -80,13 +80,36 @@ export async function eventHorizon(db: Queryable): Promise<string> {
 
 /** The first transaction id among the events (for cursors of releases before 0020). */
 export async function firstEventXid(db: Queryable): Promise<string | undefined> {
-  const row = await db
-    .selectFrom("events")
-    .select(sql<string>`xid::text`.as("xid"))
-    .orderBy("xid")
-    .limit(1)
-    .executeTakeFirst();
-  return row?.xid;
+  // Ordered by the column, not by the text it is selected as ("1018" < "980"): regression (review).
+  const result = await sql<{
+    first: string;
+  }>`select xid::text as first from events order by events.xid limit 1`.execute(db);
+  return result.rows[0]?.first;
+}
+
+/**
+ * The highest transaction id among the events, and the next id this database's cluster will
+ * give, when the first is not below the second: the events were written by another cluster (a
+ * dump restored here, a logical copy), whose counter ran ahead of this one.
+ */
+export async function eventXidsAhead(db: Queryable): Promise<{ highest: bigint; next: bigint } | undefined> {
+  const result = await sql<{ highest: string | null; next: string }>`
+    select (select xid::text from events order by events.xid desc limit 1) as highest,
+      pg_snapshot_xmax(pg_current_snapshot())::text as next`.execute(db);
+  const row = result.rows[0];
+  if (!row?.highest) return undefined;
+  const highest = BigInt(row.highest);
+  const next = BigInt(row.next);
+  return highest >= next ? { highest, next } : undefined;
+}
+
+/** Makes the cluster give `count` transaction ids, committing each (nothing else is written). */
+export async function consumeTransactionIds(db: Queryable, count: number): Promise<void> {
+  await sql
+    .raw(
+      `do $$ begin for i in 1..${Math.trunc(count)} loop perform pg_current_xact_id(); commit; end loop; end $$`,
+    )
+    .execute(db);
 }
 
 /** Events in (xid, seq) order after the cursor and below the horizon, at most `limit`. */
