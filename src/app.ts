@@ -22,6 +22,7 @@ import { registerCardholderRoutes } from "./modules/cardholders/routes.ts";
 import { registerCardRoutes } from "./modules/cards/routes.ts";
 import { registerCatalogRoutes } from "./modules/catalogs/routes.ts";
 import { registerClientRoutes } from "./modules/clients/routes.ts";
+import { registerEventMetrics } from "./modules/events/metrics.ts";
 import { registerEventRoutes } from "./modules/events/routes.ts";
 import { registerKeyRoutes } from "./modules/keys/routes.ts";
 import { registerPaymentRoutes } from "./modules/payments/routes.ts";
@@ -106,6 +107,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerRateLimit(app, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerMetrics(app);
+  registerEventMetrics(metrics, ctx.db);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
 

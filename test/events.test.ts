@@ -374,3 +374,38 @@ test("a bare cursor maps to the first transaction by number, not by its text (98
     ids.slice(1),
   );
 });
+
+test("/metrics shows what holds the events listing back: the write transactions running on this database and the oldest one's age", async () => {
+  const gauges = async () => {
+    const body = (await t.app.inject({ method: "GET", url: "/metrics" })).body;
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(body)?.[1]);
+    return {
+      running: value("emisor_db_write_transactions_running"),
+      oldest: value("emisor_db_oldest_write_transaction_seconds"),
+    };
+  };
+  assert.deepEqual(await gauges(), { running: 0, oldest: 0 });
+  if (!process.env.DATABASE_URL) return; // PGlite: one connection, no transaction can stay open beside a scrape
+  const tenant = await createTenant(t);
+  let commit!: () => void;
+  const mayCommit = new Promise<void>((resolve) => {
+    commit = resolve;
+  });
+  let opened!: () => void;
+  const isOpen = new Promise<void>((resolve) => {
+    opened = resolve;
+  });
+  const open = t.ctx.db.transaction().execute(async (tx) => {
+    await emitEvents(tx, [{ type: "card.activated", clientId: tenant.clientId, data: {} }]);
+    opened();
+    await mayCommit;
+  });
+  await isOpen;
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const held = await gauges();
+  commit();
+  await open;
+  assert.equal(held.running, 1);
+  assert.ok(held.oldest >= 1, `oldest ${held.oldest}`);
+  assert.deepEqual(await gauges(), { running: 0, oldest: 0 });
+});

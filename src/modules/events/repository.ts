@@ -78,6 +78,24 @@ export async function eventHorizon(db: Queryable): Promise<string> {
   return horizon;
 }
 
+/**
+ * The transactions of this database holding a transaction id (the ones that hold the listing's
+ * horizon back), and the age in seconds of the oldest whose start this role may see (another
+ * role's is hidden without pg_read_all_stats; 0 when none is seen).
+ */
+export async function writeTransactionsRunning(
+  db: Queryable,
+): Promise<{ count: number; oldestSeconds: number }> {
+  const result = await sql<{ count: number; oldest: number }>`
+    select count(*)::int as count,
+      coalesce(extract(epoch from clock_timestamp() - min(xact_start)), 0)::float8 as oldest
+    from pg_stat_activity
+    where datid = (select oid from pg_database where datname = current_database())
+      and backend_xid is not null`.execute(db);
+  const row = result.rows[0];
+  return { count: row?.count ?? 0, oldestSeconds: row?.oldest ?? 0 };
+}
+
 /** The first transaction id among the events (for cursors of releases before 0020). */
 export async function firstEventXid(db: Queryable): Promise<string | undefined> {
   // Ordered by the column, not by the text it is selected as ("1018" < "980"): regression (review).
