@@ -28,6 +28,8 @@ export const limits = {
   apiKeyPasswordLengthMax: 30,
   pageSizeDefault: 50,
   pageSizeMax: 100,
+  /** GET /v1/events reads each client's own events when the caller's subtree has at most this many clients. */
+  eventsPerClientScanMax: 64,
   pageNumberMax: 1_000_000,
   /** Failed logins from one IP address within the window before 429. */
   loginFailuresPerIpMax: 20,

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
+import { limits } from "../src/limits.ts";
 import { type EventType, emitEvent, emitEvents, eventTypes } from "../src/modules/events/outbox.ts";
 import { alignTransactionCounter } from "../src/modules/events/xid-counter.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
@@ -408,4 +409,58 @@ test("/metrics shows what holds the events listing back: the write transactions 
   assert.equal(held.running, 1);
   assert.ok(held.oldest >= 1, `oldest ${held.oldest}`);
   assert.deepEqual(await gauges(), { running: 0, oldest: 0 });
+});
+
+test("both ways of reading a subtree's events (each client's own range, or the walk of all events) list the same pages", async () => {
+  const parent = await createTenant(t);
+  const sub = await createSubClient(t, parent);
+  const stranger = await createTenant(t);
+  const owners = [parent.clientId, sub.clientId, stranger.clientId];
+  const types: EventType[] = ["card.payment", "card.activated", "transfer.in.received"];
+  for (let round = 0; round < 4; round++)
+    await emit(
+      t,
+      Array.from({ length: 9 }, (_, i) => ({
+        type: types[i % 3] as EventType,
+        clientId: owners[(i + round) % 3] as string,
+        data: { round, i },
+      })),
+    );
+  const queries = [
+    "?limit=100",
+    "?limit=4",
+    "?type=card.payment,transfer.in.received&limit=5",
+    `?client_id=${sub.clientId}&limit=3`,
+    `?created_from=2000-01-01T00:00:00Z&limit=7`,
+  ];
+  const walk = async (query: string) => {
+    const pages: string[][] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 50; page++) {
+      const answer = expectOk(
+        await list(parent.token, `${query}${cursor === null ? "" : `&after=${cursor}`}`),
+      ) as EventList;
+      pages.push(answer.events.map((e) => e.id));
+      cursor = answer.next_cursor;
+      if (!answer.has_more) break;
+    }
+    return pages;
+  };
+  const setting = limits as { eventsPerClientScanMax: number };
+  const perClient = setting.eventsPerClientScanMax;
+  try {
+    for (const query of queries) {
+      const merged = await walk(query);
+      setting.eventsPerClientScanMax = 0;
+      const walked = await walk(query);
+      setting.eventsPerClientScanMax = perClient;
+      assert.deepEqual(merged, walked, query);
+      assert.ok(merged.flat().length > 0, query);
+    }
+  } finally {
+    setting.eventsPerClientScanMax = perClient;
+  }
+  // The stranger's events are in neither: two thirds of the 36, and the sub-client's creation.
+  const all = (await walk("?limit=100")).flat();
+  assert.equal(all.length, 25);
 });

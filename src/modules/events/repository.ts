@@ -1,5 +1,6 @@
-import { sql } from "kysely";
+import { type RawBuilder, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
+import { limits } from "../../limits.ts";
 
 /** SQL of the events module: reading the outbox within a client's subtree. */
 export interface EventRow {
@@ -130,8 +131,25 @@ export async function consumeTransactionIds(db: Queryable, count: number): Promi
     .execute(db);
 }
 
-/** Events in (xid, seq) order after the cursor and below the horizon, at most `limit`. */
+/**
+ * Events in (xid, seq) order after the cursor and below the horizon, at most `limit`. A subtree
+ * of at most `limits.eventsPerClientScanMax` clients (most callers: a client and its few
+ * sub-clients) reads each client's events from its own index range and merges them; a larger
+ * one walks the events of every client in order and keeps its own. The walk alone made a small
+ * tenant's poll read every other tenant's events since its cursor (a first page: all of them).
+ */
 export async function listEventsInScope(db: Queryable, filter: EventFilter): Promise<EventRow[]> {
+  const clients = filter.clientId
+    ? [filter.clientId]
+    : (
+        await db
+          .selectFrom("clients")
+          .select("id")
+          .where(sql<boolean>`${filter.scopeClientId}::uuid = any(lineage)`)
+          .limit(limits.eventsPerClientScanMax + 1)
+          .execute()
+      ).map((row) => row.id);
+  if (clients.length <= limits.eventsPerClientScanMax) return listEventsOfClients(db, clients, filter);
   let query = inScope(db, filter.scopeClientId).where(sql<boolean>`e.xid < ${filter.horizon}::xid8`);
   if (filter.clientId) query = query.where("e.client_id", "=", filter.clientId);
   if (filter.types && filter.types.length > 0) query = query.where("e.type", "in", [...filter.types]);
@@ -142,6 +160,33 @@ export async function listEventsInScope(db: Queryable, filter: EventFilter): Pro
       sql<boolean>`(e.xid, e.seq) > (${filter.after.xid}::xid8, ${filter.after.seq}::bigint)`,
     );
   return query.orderBy("e.xid").orderBy("e.seq").limit(filter.limit).execute();
+}
+
+/** The events of `clients` (each checked in scope by the caller), merged from each one's index range. */
+async function listEventsOfClients(
+  db: Queryable,
+  clients: string[],
+  filter: EventFilter,
+): Promise<EventRow[]> {
+  const conditions: RawBuilder<unknown>[] = [sql`e.client_id = c.id`, sql`e.xid < ${filter.horizon}::xid8`];
+  if (filter.types && filter.types.length > 0)
+    conditions.push(sql`e.type = any(${[...filter.types]}::text[])`);
+  if (filter.createdFrom) conditions.push(sql`e.created_at >= ${filter.createdFrom}`);
+  if (filter.createdTo) conditions.push(sql`e.created_at < ${filter.createdTo}`);
+  if (filter.after)
+    conditions.push(sql`(e.xid, e.seq) > (${filter.after.xid}::xid8, ${filter.after.seq}::bigint)`);
+  const result = await sql<EventRow>`
+    select e.id, e.xid::text as xid, e.seq, e.type, e.client_id, e.data, e.created_at
+    from clients c
+    cross join lateral (
+      select * from events e where ${sql.join(conditions, sql` and `)}
+      order by e.xid, e.seq
+      limit ${filter.limit}
+    ) e
+    where c.id = any(${clients}::uuid[]) and ${filter.scopeClientId}::uuid = any(c.lineage)
+    order by e.xid, e.seq
+    limit ${filter.limit}`.execute(db);
+  return result.rows;
 }
 
 /** One event, when its client is `scopeClientId` or one of its descendants. */
