@@ -31,6 +31,34 @@ interface EventList {
 
 const list = (token: string, query = "") => call<EventList>(t.app, "GET", `/v1/events${query}`, { token });
 
+/**
+ * A change that has written its event and stays open (PostgreSQL: the app's pool has other
+ * connections) until `commit`, which answers the event's id once committed.
+ */
+async function openChangeWithEvent(clientId: string, type: EventType) {
+  let written!: () => void;
+  const wrote = new Promise<void>((resolve) => {
+    written = resolve;
+  });
+  let release!: () => void;
+  const mayCommit = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const change = t.ctx.db.transaction().execute(async (tx) => {
+    const [id] = await emitEvents(tx, [{ type, clientId, data: { open: true } }]);
+    written();
+    await mayCommit;
+    return id;
+  });
+  await wrote;
+  return {
+    commit: () => {
+      release();
+      return change;
+    },
+  };
+}
+
 async function countRows(table: "events" | "webhook_deliveries", clientId: string): Promise<number> {
   const result =
     table === "events"
@@ -249,32 +277,15 @@ test("a listing never passes an event whose transaction commits after a later-nu
   const tenant = await createTenant(t);
   const start = expectOk(await list(tenant.token)).next_cursor;
   const since = start === null ? "" : `&after=${start}`;
-  let written!: () => void;
-  const slowWrote = new Promise<void>((resolve) => {
-    written = resolve;
-  });
-  let commit!: () => void;
-  const mayCommit = new Promise<void>((resolve) => {
-    commit = resolve;
-  });
   // A slow change: it writes its event (taking the lower seq), then stays open.
-  const slow = t.ctx.db.transaction().execute(async (tx) => {
-    const [id] = await emitEvents(tx, [
-      { type: "card.activated", clientId: tenant.clientId, data: { n: 1 } },
-    ]);
-    written();
-    await mayCommit;
-    return id;
-  });
-  await slowWrote;
+  const slow = await openChangeWithEvent(tenant.clientId, "card.activated");
   const [fast] = await emit(t, [{ type: "card.payment", clientId: tenant.clientId }]);
   // The fast change committed first. Listing it now would hand out a cursor past the slow
   // change's event, which commits next and would never be listed: it waits instead.
   const during = expectOk(await list(tenant.token, `?limit=10${since}`));
   assert.deepEqual(during.events, []);
   assert.equal(during.next_cursor, start);
-  commit();
-  const slowId = await slow;
+  const slowId = await slow.commit();
   let listed: string[] = [];
   for (let attempt = 0; attempt < 50 && listed.length < 2; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 100));
@@ -388,24 +399,10 @@ test("/metrics shows what holds the events listing back: the write transactions 
   assert.deepEqual(await gauges(), { running: 0, oldest: 0 });
   if (!process.env.DATABASE_URL) return; // PGlite: one connection, no transaction can stay open beside a scrape
   const tenant = await createTenant(t);
-  let commit!: () => void;
-  const mayCommit = new Promise<void>((resolve) => {
-    commit = resolve;
-  });
-  let opened!: () => void;
-  const isOpen = new Promise<void>((resolve) => {
-    opened = resolve;
-  });
-  const open = t.ctx.db.transaction().execute(async (tx) => {
-    await emitEvents(tx, [{ type: "card.activated", clientId: tenant.clientId, data: {} }]);
-    opened();
-    await mayCommit;
-  });
-  await isOpen;
+  const open = await openChangeWithEvent(tenant.clientId, "card.activated");
   await new Promise((resolve) => setTimeout(resolve, 1100));
   const held = await gauges();
-  commit();
-  await open;
+  await open.commit();
   assert.equal(held.running, 1);
   assert.ok(held.oldest >= 1, `oldest ${held.oldest}`);
   assert.deepEqual(await gauges(), { running: 0, oldest: 0 });

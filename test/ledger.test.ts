@@ -39,6 +39,18 @@ async function newClientAccounts(count: number): Promise<string[]> {
   return ids;
 }
 
+/** An entry moving `cents` from the sandbox funding account to `accountId`; its id. */
+const fund = (accountId: string, cents: bigint) =>
+  t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST",
+      postings: [
+        { accountId: systemAccounts.sandboxFunding, amountCents: -cents },
+        { accountId, amountCents: cents },
+      ],
+    }),
+  );
+
 test("an unbalanced entry is a bug: nothing is written", async () => {
   const [a = ""] = await newClientAccounts(1);
   await assert.rejects(
@@ -58,15 +70,7 @@ test("an unbalanced entry is a bug: nothing is written", async () => {
 
 test("a debit beyond the balance fails with InsufficientFundsError and changes nothing", async () => {
   const [a = "", b = ""] = await newClientAccounts(2);
-  await t.ctx.db.transaction().execute((tx) =>
-    postEntry(tx, {
-      kind: "TEST",
-      postings: [
-        { accountId: systemAccounts.sandboxFunding, amountCents: -500n },
-        { accountId: a, amountCents: 500n },
-      ],
-    }),
-  );
+  await fund(a, 500n);
   const error = await t.ctx.db
     .transaction()
     .execute((tx) =>
@@ -89,15 +93,7 @@ test("an entry waiting for a client's row holds no system account: system rows a
   skip: process.env.DATABASE_URL ? false : "needs PostgreSQL (DATABASE_URL): PGlite has one connection",
 }, async () => {
   const [payer = ""] = await newClientAccounts(1);
-  await t.ctx.db.transaction().execute((tx) =>
-    postEntry(tx, {
-      kind: "TEST",
-      postings: [
-        { accountId: systemAccounts.sandboxFunding, amountCents: -500n },
-        { accountId: payer, amountCents: 500n },
-      ],
-    }),
-  );
+  await fund(payer, 500n);
   const connect = async () => {
     const client = new pg.Client({ connectionString: t.databaseUrl });
     client.on("error", () => {});
@@ -219,15 +215,7 @@ test("clients, ledger accounts and journal entries are never deleted, truncated 
 
 test("a reversal mirrors the entry once; a second reversal is refused", async () => {
   const [a = ""] = await newClientAccounts(1);
-  const entry = await t.ctx.db.transaction().execute((tx) =>
-    postEntry(tx, {
-      kind: "TEST",
-      postings: [
-        { accountId: systemAccounts.sandboxFunding, amountCents: -700n },
-        { accountId: a, amountCents: 700n },
-      ],
-    }),
-  );
+  const entry = await fund(a, 700n);
   await t.ctx.db.transaction().execute((tx) => reverseEntry(tx, entry, { kind: "TEST_REVERSAL" }));
   assert.equal(await balanceOf(t.ctx.db, a), 0n);
   await assert.rejects(

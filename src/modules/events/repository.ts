@@ -149,44 +149,40 @@ export async function listEventsInScope(db: Queryable, filter: EventFilter): Pro
           .limit(limits.eventsPerClientScanMax + 1)
           .execute()
       ).map((row) => row.id);
-  if (clients.length <= limits.eventsPerClientScanMax) return listEventsOfClients(db, clients, filter);
-  let query = inScope(db, filter.scopeClientId).where(sql<boolean>`e.xid < ${filter.horizon}::xid8`);
-  if (filter.clientId) query = query.where("e.client_id", "=", filter.clientId);
-  if (filter.types && filter.types.length > 0) query = query.where("e.type", "in", [...filter.types]);
-  if (filter.createdFrom) query = query.where("e.created_at", ">=", filter.createdFrom);
-  if (filter.createdTo) query = query.where("e.created_at", "<", filter.createdTo);
-  if (filter.after)
-    query = query.where(
-      sql<boolean>`(e.xid, e.seq) > (${filter.after.xid}::xid8, ${filter.after.seq}::bigint)`,
-    );
-  return query.orderBy("e.xid").orderBy("e.seq").limit(filter.limit).execute();
+  const matching = sql.join(listingConditions(filter), sql` and `);
+  const columns = sql`e.id, e.xid::text as xid, e.seq, e.type, e.client_id, e.data, e.created_at`;
+  const result =
+    filter.clientId || clients.length <= limits.eventsPerClientScanMax
+      ? await sql<EventRow>`
+          select ${columns}
+          from clients c
+          cross join lateral (
+            select * from events e where e.client_id = c.id and ${matching}
+            order by e.xid, e.seq
+            limit ${filter.limit}
+          ) e
+          where c.id = any(${clients}::uuid[]) and ${filter.scopeClientId}::uuid = any(c.lineage)
+          order by e.xid, e.seq
+          limit ${filter.limit}`.execute(db)
+      : await sql<EventRow>`
+          select ${columns}
+          from events e join clients c on c.id = e.client_id
+          where ${filter.scopeClientId}::uuid = any(c.lineage) and ${matching}
+          order by e.xid, e.seq
+          limit ${filter.limit}`.execute(db);
+  return result.rows;
 }
 
-/** The events of `clients` (each checked in scope by the caller), merged from each one's index range. */
-async function listEventsOfClients(
-  db: Queryable,
-  clients: string[],
-  filter: EventFilter,
-): Promise<EventRow[]> {
-  const conditions: RawBuilder<unknown>[] = [sql`e.client_id = c.id`, sql`e.xid < ${filter.horizon}::xid8`];
+/** The filters, the horizon and the cursor, on `events e`. */
+function listingConditions(filter: EventFilter): RawBuilder<unknown>[] {
+  const conditions: RawBuilder<unknown>[] = [sql`e.xid < ${filter.horizon}::xid8`];
   if (filter.types && filter.types.length > 0)
     conditions.push(sql`e.type = any(${[...filter.types]}::text[])`);
   if (filter.createdFrom) conditions.push(sql`e.created_at >= ${filter.createdFrom}`);
   if (filter.createdTo) conditions.push(sql`e.created_at < ${filter.createdTo}`);
   if (filter.after)
     conditions.push(sql`(e.xid, e.seq) > (${filter.after.xid}::xid8, ${filter.after.seq}::bigint)`);
-  const result = await sql<EventRow>`
-    select e.id, e.xid::text as xid, e.seq, e.type, e.client_id, e.data, e.created_at
-    from clients c
-    cross join lateral (
-      select * from events e where ${sql.join(conditions, sql` and `)}
-      order by e.xid, e.seq
-      limit ${filter.limit}
-    ) e
-    where c.id = any(${clients}::uuid[]) and ${filter.scopeClientId}::uuid = any(c.lineage)
-    order by e.xid, e.seq
-    limit ${filter.limit}`.execute(db);
-  return result.rows;
+  return conditions;
 }
 
 /** One event, when its client is `scopeClientId` or one of its descendants. */

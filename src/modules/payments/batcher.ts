@@ -14,7 +14,7 @@ import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
-import { outboxRows } from "../events/outbox.ts";
+import { type NewEvent, outboxRows } from "../events/outbox.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
 import * as repo from "./repository.ts";
 
@@ -331,16 +331,14 @@ function record(
  * names the card and the operation, nothing of the payer).
  */
 function paymentEvents(accepted: Accepted[]) {
-  return outboxRows(
-    accepted.flatMap((a) => {
-      const data = a.body.data as Record<string, unknown>;
-      const paid = { type: "card.payment" as const, clientId: a.payment.payerId, data };
-      const cardClientId = a.payment.cardClientId;
-      return cardClientId === a.payment.payerId
-        ? [paid]
-        : [paid, { type: "card.payment.received" as const, clientId: cardClientId, data }];
-    }),
-  );
+  const events: NewEvent[] = [];
+  for (const { payment, body } of accepted) {
+    const data = body.data as Record<string, unknown>;
+    events.push({ type: "card.payment", clientId: payment.payerId, data });
+    if (payment.cardClientId !== payment.payerId)
+      events.push({ type: "card.payment.received", clientId: payment.cardClientId, data });
+  }
+  return outboxRows(events);
 }
 
 /**
