@@ -2,10 +2,13 @@
 // and IVA, PIN checks and lock, every rejection with nothing moved, idempotent retries, and the
 // rail settling or returning the order with the ledger balanced after each.
 import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
 import { encryptFor } from "../src/crypto/rsa.ts";
+import { hashSecret } from "../src/crypto/secrets.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
+import { limits } from "../src/limits.ts";
 import { sealStoredBeneficiaryCards } from "../src/modules/transfers/beneficiary-card.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import type { SpeiOrderMessage, SpeiRail } from "../src/rails/spei/port.ts";
@@ -163,6 +166,73 @@ test("PIN: clear or ciphered; wrong PINs are counted and lock it; a new PIN unlo
   expectOk(await send(tenant, body(card.id, { amount: 1, pin: "9090" })));
   // One payment of 1 + 10 + 1.60 each: 2 transfers went through, nothing else moved.
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 2n * 1_260n);
+});
+
+test("PIN: wrong PINs at once are counted exactly: the bound's worth answer 5309, then all 5308", async () => {
+  const { tenant, card } = await readyCard();
+  const answers = await Promise.all(
+    Array.from({ length: 24 }, (_, i) => send(tenant, body(card.id, { pin: String(1000 + i) }))),
+  );
+  const codes = answers.map((answer) => answer.body.code).sort();
+  const incorrect = limits.pinAttemptsMax - 1;
+  assert.deepEqual(codes, [
+    ...Array<number>(24 - incorrect).fill(5308),
+    ...Array<number>(incorrect).fill(5309),
+  ]);
+  const row = await t.ctx.db
+    .selectFrom("cards")
+    .select(["pin_failed_attempts", "pin_locked"])
+    .where("id", "=", card.id)
+    .executeTakeFirstOrThrow();
+  assert.deepEqual(row, { pin_failed_attempts: limits.pinAttemptsMax, pin_locked: true });
+  expectError(await send(tenant, body(card.id)), 5308, 422);
+});
+
+test("PIN: a right PIN at once with wrong ones clears the count only when it came before the lock", async () => {
+  const { tenant, card } = await readyCard();
+  expectError(await send(tenant, body(card.id, { pin: "1111" })), 5309, 422);
+  const answers = await Promise.all([
+    send(tenant, body(card.id, { amount: 1 })),
+    send(tenant, body(card.id, { pin: "2222" })),
+    send(tenant, body(card.id, { pin: "3333" })),
+  ]);
+  const right = answers[0];
+  assert.ok(right);
+  const row = await t.ctx.db
+    .selectFrom("cards")
+    .select(["pin_failed_attempts", "pin_locked"])
+    .where("id", "=", card.id)
+    .executeTakeFirstOrThrow();
+  // Either order is exact: the right PIN cleared the count (two wrong ones since, not locked), or
+  // the third wrong one locked the PIN first and the right one was refused.
+  if (right.status === 200) assert.equal(row.pin_locked, false);
+  else {
+    expectError(right, 5308, 422);
+    assert.deepEqual(row, { pin_failed_attempts: limits.pinAttemptsMax, pin_locked: true });
+  }
+});
+
+test("PIN: a value stored as scrypt (before PIN verification values) still checks, and is re-keyed on its first right PIN", async () => {
+  const { tenant, card } = await readyCard();
+  // What PUT /v1/cards/pin stored before: scrypt over the HMAC of card id and PIN under the PIN key.
+  const mac = createHmac("sha256", t.ctx.keys.pin).update(`${card.id}:4821`).digest("base64");
+  const legacy = await hashSecret(mac);
+  await t.ctx.db.updateTable("cards").set({ pin_hash: legacy }).where("id", "=", card.id).execute();
+  const stored = async () =>
+    t.ctx.db
+      .selectFrom("cards")
+      .select(["pin_hash", "pin_failed_attempts"])
+      .where("id", "=", card.id)
+      .executeTakeFirstOrThrow();
+  expectError(await send(tenant, body(card.id, { pin: "1111" })), 5309, 422);
+  assert.deepEqual(await stored(), { pin_hash: legacy, pin_failed_attempts: 1 });
+  expectOk(await send(tenant, body(card.id, { amount: 1 })));
+  const rekeyed = await stored();
+  assert.equal(rekeyed.pin_failed_attempts, 0);
+  assert.match(rekeyed.pin_hash ?? "", /^pvv1\$[A-Za-z0-9+/]{43}=$/);
+  expectOk(await send(tenant, body(card.id, { amount: 1 })));
+  expectError(await send(tenant, body(card.id, { pin: "1111" })), 5309, 422);
+  assert.equal((await stored()).pin_hash, rekeyed.pin_hash);
 });
 
 test("every field is validated and a refused transfer moves nothing", async () => {

@@ -445,7 +445,7 @@ test("PIN: set ciphered on an ACTIVE card, hashed at rest; a clear or malformed 
     .select("pin_hash")
     .where("id", "=", card.id)
     .executeTakeFirstOrThrow();
-  assert.match(row.pin_hash ?? "", /^scrypt\$/);
+  assert.match(row.pin_hash ?? "", /^pvv1\$/);
   assert.ok(!(row.pin_hash ?? "").includes("4821"));
   const detail = expectOk(
     await call<{ card: { pin_set: boolean } }>(t.app, "GET", `/v1/cards/${card.id}`, { token: tenant.token }),
@@ -468,7 +468,7 @@ test("PIN: a card blocked or canceled while its new PIN is hashed is refused, ne
       token: tenant.token,
       body: { card_number: card.id, pin: opensslEncrypt(t.ctx.systemKey.publicKeyPem, "5005") },
     });
-    // The PIN call reads the card, then spends about 40 ms hashing; the change lands meanwhile.
+    // The PIN call reads the card, then deciphers the PIN; the change may land meanwhile.
     await new Promise((resolve) => setTimeout(resolve, 5));
     expectOk(
       await call(t.app, "PUT", "/v1/cards/status", {

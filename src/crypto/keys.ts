@@ -16,7 +16,7 @@ export interface KeyRing {
   fingerprint: Buffer;
   /** Seals the system RSA private key at rest (AES-256-GCM). */
   wrap: Buffer;
-  /** Peppers PIN hashes (HMAC before scrypt): a stolen database alone cannot be brute-forced. */
+  /** Computes PIN verification values (HMAC-SHA256): a stolen database alone cannot be brute-forced. */
   pin: Buffer;
   /** Fingerprints idempotent request bodies (HMAC-SHA256), which may hold a password or a PIN. */
   idempotency: Buffer;

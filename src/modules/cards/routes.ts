@@ -5,6 +5,7 @@ import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, NoStoreHeader, OrNull, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
+import { setPin } from "./pin.ts";
 import {
   ActivateBody,
   AssignCardBody,
@@ -30,7 +31,6 @@ import {
   getCard,
   listCards,
   revealCard,
-  setPin,
 } from "./service.ts";
 import { unloadCard } from "./unload.ts";
 

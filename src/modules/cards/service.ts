@@ -1,11 +1,10 @@
-import { createHmac, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { hashSecret, verifySecret } from "../../crypto/secrets.ts";
 import type { Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import type { CardStatus } from "../../db/schema.ts";
-import { AppError, type ErrorDef, errors, invalidField } from "../../errors.ts";
+import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import {
   decodeCursor,
@@ -17,7 +16,6 @@ import {
 import { ok } from "../../http/envelope.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
-import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
 import { findVisibleProduct } from "../products/repository.ts";
@@ -38,7 +36,7 @@ export function presentCard(card: Pick<repo.CardRecord, "id" | "status" | "last_
   };
 }
 
-async function cardOrThrow(tx: Tx | AppContext["db"], caller: Caller, ref: CardRef, lock = false) {
+export async function cardOrThrow(tx: Tx | AppContext["db"], caller: Caller, ref: CardRef, lock = false) {
   const card = await repo.findCardInScope(tx, caller.clientId, ref, { lock });
   if (!card) throw new AppError(errors.cardNotFound);
   return card;
@@ -199,7 +197,7 @@ export async function lockActiveCard(tx: Tx, caller: Caller, cardId: string) {
   return activeOrThrow(await cardOrThrow(tx, caller, { id: cardId }, true));
 }
 
-function activeOrThrow(card: repo.CardRecord): repo.CardRecord {
+export function activeOrThrow(card: repo.CardRecord): repo.CardRecord {
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
   if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
@@ -308,85 +306,6 @@ export async function changeCardStatus(
     await emitEvent(tx, { type: "card.status_changed", clientId: card.client_id, data });
     return data;
   });
-}
-
-function pinDigest(ctx: AppContext, cardId: string, pin: string): string {
-  // The pepper (a key derived from the master key) makes a stolen table useless on its own.
-  return createHmac("sha256", ctx.keys.pin).update(`${cardId}:${pin}`).digest("base64");
-}
-
-/** Reads a PIN: 4-6 digits, in clear where allowed, or ciphered under the system key. */
-async function readPin(ctx: AppContext, text: string, allowClear: boolean): Promise<string> {
-  // Digits alone are a PIN in clear, whatever their number (a ciphertext is hundreds of Base64
-  // characters): a 7-digit PIN is "must be 4-6 digits", not "could not be deciphered".
-  const clear = /^[0-9]{1,64}$/.test(text);
-  if (clear && !allowClear)
-    throw invalidField(
-      "pin",
-      "ciphered",
-      "must be ciphered under the system key; a PIN in clear is refused here",
-    );
-  const pin = clear ? text : (await ctx.systemKey.decryptAsync(text, "pin")).toString("utf8");
-  if (!/^[0-9]{4,6}$/.test(pin)) throw invalidField("pin", "pin", "must be 4-6 digits");
-  return pin;
-}
-
-/** PUT /v1/cards/pin: sets the PIN of an ACTIVE card (ciphered in the request, hashed at rest). */
-export async function setPin(ctx: AppContext, caller: Caller, cardNumber: string, pinText: string) {
-  const ref = await parseCardNumber(ctx, cardNumber);
-  const card = activeOrThrow(await cardOrThrow(ctx.db, caller, ref));
-  const pin = await readPin(ctx, pinText, false);
-  const hash = await hashSecret(pinDigest(ctx, card.id, pin));
-  // The card may have been blocked or canceled while the PIN was hashed: the PIN is set only on
-  // a card still ACTIVE, and otherwise the answer is that card's refusal, never a success.
-  const updated = await ctx.db
-    .updateTable("cards")
-    .set({ pin_hash: hash, pin_failed_attempts: 0, pin_locked: false, updated_at: new Date() })
-    .where("id", "=", card.id)
-    .where("status", "=", "ACTIVE")
-    .returning("id")
-    .executeTakeFirst();
-  if (!updated) {
-    activeOrThrow(await cardOrThrow(ctx.db, caller, { id: card.id }));
-    throw new AppError(errors.cardNotActive);
-  }
-  return { card: presentCard(card), pin_set: true };
-}
-
-/**
- * Checks a card's PIN (clear 4-6 digits or ciphered). Wrong PINs are counted in their own
- * transaction, so the count survives the failed request; the bound locks the PIN until a new
- * one is set. Returns the card for the caller's operation.
- */
-export async function verifyPin(
-  ctx: AppContext,
-  caller: Caller,
-  ref: CardRef,
-  pinText: string,
-): Promise<repo.CardRecord> {
-  const pin = await readPin(ctx, pinText, true);
-  const outcome = await ctx.db
-    .transaction()
-    .execute(async (tx): Promise<{ card: repo.CardRecord } | { error: ErrorDef }> => {
-      const card = await cardOrThrow(tx, caller, ref, true);
-      if (card.pin_locked) return { error: errors.pinLocked };
-      if (!card.pin_hash) return { error: errors.pinNotSet };
-      if (await verifySecret(pinDigest(ctx, card.id, pin), card.pin_hash)) {
-        if (card.pin_failed_attempts > 0)
-          await tx.updateTable("cards").set({ pin_failed_attempts: 0 }).where("id", "=", card.id).execute();
-        return { card };
-      }
-      const attempts = card.pin_failed_attempts + 1;
-      const locked = attempts >= limits.pinAttemptsMax;
-      await tx
-        .updateTable("cards")
-        .set({ pin_failed_attempts: attempts, pin_locked: locked })
-        .where("id", "=", card.id)
-        .execute();
-      return { error: locked ? errors.pinLocked : errors.pinIncorrect };
-    });
-  if ("error" in outcome) throw new AppError(outcome.error);
-  return outcome.card;
 }
 
 /** GET /v1/cards/{id}: status, masked number, balance. */

@@ -15,8 +15,9 @@ import { OrNull, Pesos } from "../../http/schemas.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
+import { verifyPin } from "../cards/pin.ts";
 import { CardNumber } from "../cards/schemas.ts";
-import { lockActiveCard, resolveActiveCard, verifyPin } from "../cards/service.ts";
+import { lockActiveCard, resolveActiveCard } from "../cards/service.ts";
 import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
 import { createSpeiOrder } from "./outgoing.ts";
 
@@ -87,8 +88,8 @@ export async function sendCardTransfer(
   const resolved = await checkBeforeWork(ctx.db, idempotency, () => resolveActiveCard(ctx, caller, ref));
   if ("stored" in resolved) return resolved.stored;
   const card = resolved.value;
-  // Its own transaction: a wrong PIN is counted even though this request then fails.
-  await verifyPin(ctx, caller, { id: card.id }, body.pin);
+  // Recorded on its own: a wrong PIN is counted even though this request then fails.
+  await verifyPin(ctx, card, body.pin);
   return runIdempotent(ctx.db, idempotency, async (tx) => {
     // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
     const locked = await lockActiveCard(tx, caller, card.id);
