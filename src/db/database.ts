@@ -12,8 +12,10 @@ import {
 import pg from "pg";
 import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
+import { FairGate } from "./fair-gate.ts";
 import { PGliteDialect } from "./pglite-dialect.ts";
 import type { Schema } from "./schema.ts";
+import { currentTenant } from "./tenant-scope.ts";
 
 export type Db = Kysely<Schema>;
 export type Tx = Transaction<Schema>;
@@ -137,9 +139,10 @@ const initMarker = "emisor-init.incomplete";
 const clusterEntry = /^(PG_VERSION|base|global|pg_[\w.]+|postgresql(\.auto)?\.conf|postmaster\.(pid|opts))$/;
 
 async function openPostgres(databaseUrl: string, options: DatabaseOptions): Promise<Database> {
+  const poolSize = options.poolSize ?? 20;
   const pool = new pg.Pool({
     connectionString: databaseUrl,
-    max: options.poolSize ?? 20,
+    max: poolSize,
     connectionTimeoutMillis: limits.dbAcquireTimeoutMs,
     idleTimeoutMillis: 30_000,
     statement_timeout: limits.dbStatementTimeoutMs,
@@ -169,6 +172,8 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
         pool,
         queryTimeoutMs,
         new StatementNames(options.preparedStatements ?? limits.dbPreparedStatementsMax),
+        // The pool's own queue is one line for everyone; the gate in front of it takes turns.
+        new FairGate(poolSize, limits.dbAcquireTimeoutMs),
       ),
     }),
   });
@@ -258,10 +263,23 @@ interface ClientWithSocket {
  * unanswered statement and returns it to the pool; destroying the socket instead errors the
  * statement ("Connection terminated unexpectedly", mapped to 503) and the pool discards it.
  */
-function withQueryDeadline(pool: pg.Pool, timeoutMs: number, names: StatementNames): PostgresPool {
+function withQueryDeadline(
+  pool: pg.Pool,
+  timeoutMs: number,
+  names: StatementNames,
+  gate: FairGate,
+): PostgresPool {
   return {
     connect: async () => {
-      const client = await pool.connect();
+      const tenant = currentTenant();
+      await gate.acquire(tenant);
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        gate.release(tenant);
+        throw error;
+      }
       const query = (text: string, values: ReadonlyArray<unknown>) => {
         const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
         const name = names.of(text, values);
@@ -272,7 +290,11 @@ function withQueryDeadline(pool: pg.Pool, timeoutMs: number, names: StatementNam
       };
       // Only the (text, values) form: Kysely uses the cursor form for streams, which need a
       // cursor class configured on the dialect, and none is.
-      return { query, release: () => client.release() } as unknown as PostgresPoolClient;
+      const release = () => {
+        client.release();
+        gate.release(tenant);
+      };
+      return { query, release } as unknown as PostgresPoolClient;
     },
     end: () => pool.end(),
   };

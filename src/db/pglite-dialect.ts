@@ -11,12 +11,13 @@ import {
   type QueryResult,
   type TransactionSettings,
 } from "kysely";
-import { Mutex } from "./mutex.ts";
+import { FairGate } from "./fair-gate.ts";
+import { currentTenant } from "./tenant-scope.ts";
 
 /**
  * A Kysely dialect over PGlite. PGlite is one connection to a single-threaded Postgres, so the
  * driver hands that connection to one user at a time: a transaction holds it from BEGIN to
- * COMMIT and every other query waits in arrival order. Code must therefore never run a query on
+ * COMMIT and every other query waits its turn, tenants taking turns (fair-gate.ts). Code must therefore never run a query on
  * the root handle while it holds a transaction (it would wait for itself); on PostgreSQL the
  * same mistake would take a second connection and hide the bug, so tests run on both.
  */
@@ -72,19 +73,23 @@ class PGliteConnection implements DatabaseConnection {
 class PGliteDriver implements Driver {
   readonly #pg: PGlite;
   readonly #connection: PGliteConnection;
-  readonly #mutex: Mutex;
+  readonly #gate: FairGate;
+  /** The tenant whose turn holds the connection. */
+  #holder = "";
 
   constructor(pg: PGlite, acquireTimeoutMs: number) {
     this.#pg = pg;
     this.#connection = new PGliteConnection(pg);
-    this.#mutex = new Mutex(acquireTimeoutMs);
+    this.#gate = new FairGate(1, acquireTimeoutMs);
   }
 
   async init() {
     await this.#pg.waitReady;
   }
   async acquireConnection() {
-    await this.#mutex.lock();
+    const tenant = currentTenant();
+    await this.#gate.acquire(tenant);
+    this.#holder = tenant;
     return this.#connection;
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings) {
@@ -98,7 +103,7 @@ class PGliteDriver implements Driver {
     await connection.executeQuery(CompiledQuery.raw("rollback"));
   }
   async releaseConnection() {
-    this.#mutex.unlock();
+    this.#gate.release(this.#holder);
   }
   async destroy() {
     if (!this.#pg.closed) await this.#pg.close();

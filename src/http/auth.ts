@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { runAsTenant } from "../db/tenant-scope.ts";
 import { AppError, errors, invalidField } from "../errors.ts";
 import type { AuthService } from "../modules/auth/service.ts";
 import type { Caller } from "./caller.ts";
@@ -41,5 +42,11 @@ export function registerAuth(app: FastifyInstance, auth: AuthService): void {
       request.caller = known;
       done();
     }, done);
+  });
+  // After the body is read (its stream's events run outside any scope): the rest of the request,
+  // its database turns included, counts as its tenant's.
+  app.addHook("preHandler", (request, _reply, done) => {
+    if (request.caller) runAsTenant(request.caller.rootId, done);
+    else done();
   });
 }

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { decoyHash, verifySecret } from "../../crypto/secrets.ts";
 import type { Db } from "../../db/database.ts";
+import { runAsTenant } from "../../db/tenant-scope.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { limits } from "../../limits.ts";
@@ -26,6 +27,7 @@ export class AuthService {
   readonly #tokenTtlSeconds: number;
   readonly #cacheMs: number;
   readonly #cache = new Map<string, { state: repo.KeyState; loadedAt: number }>();
+  readonly #loading = new Map<string, Promise<repo.KeyState | undefined>>();
   /**
    * Tokens whose signature this process has checked, with their claims. A token is the same
    * string every time its client sends it and its signature cannot change without changing the
@@ -115,20 +117,38 @@ export class AuthService {
   /** Forget what this process knows about a key (after disabling it here). */
   invalidate(apiKeyId: string): void {
     this.#cache.delete(apiKeyId);
+    this.#loading.delete(apiKeyId);
   }
 
   /** Forget what this process knows about every key (after a client's status changed here). */
   invalidateAll(): void {
     this.#cache.clear();
+    this.#loading.clear();
   }
 
-  async #loadKeyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
-    const state = await repo.loadKeyState(this.#db, apiKeyId);
-    if (state) {
-      if (this.#cache.size >= 100_000) this.#cache.clear();
-      this.#cache.set(apiKeyId, { state, loadedAt: Date.now() });
-    }
-    return state;
+  /**
+   * One lookup per key at a time, shared by the requests that need it meanwhile, and counted as
+   * that key's turn at the database (a burst of one key's requests queues behind its own lookup,
+   * not in front of other tenants'). A load that an invalidation overtook is not cached.
+   */
+  #loadKeyState(apiKeyId: string): Promise<repo.KeyState | undefined> {
+    const inFlight = this.#loading.get(apiKeyId);
+    if (inFlight) return inFlight;
+    const loading = runAsTenant(`api-key:${apiKeyId}`, () => repo.loadKeyState(this.#db, apiKeyId)).then(
+      (state) => {
+        if (state && this.#loading.get(apiKeyId) === loading) {
+          if (this.#cache.size >= 100_000) this.#cache.clear();
+          this.#cache.set(apiKeyId, { state, loadedAt: Date.now() });
+        }
+        return state;
+      },
+    );
+    const forget = () => {
+      if (this.#loading.get(apiKeyId) === loading) this.#loading.delete(apiKeyId);
+    };
+    loading.then(forget, forget);
+    this.#loading.set(apiKeyId, loading);
+    return loading;
   }
 }
 
