@@ -169,6 +169,12 @@ export const errors = {
     "The service is shutting down and did not run this request; retry it (on another instance)",
     true,
   ),
+  databaseOutcomeUnknown: def(
+    6003,
+    504,
+    "The database stopped answering while this request was being committed: it may have taken effect. Retry it with the same Idempotency-Key, which answers its outcome; without a key, read the state before retrying",
+    true,
+  ),
   speiWebhookNotConfigured: def(
     6501,
     503,

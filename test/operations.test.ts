@@ -15,7 +15,7 @@ import { after, test } from "node:test";
 import { sql } from "kysely";
 import pg from "pg";
 import { openDatabase } from "../src/db/database.ts";
-import { isDatabaseUnavailable } from "../src/http/error-handler.ts";
+import { isDatabaseUnavailable } from "../src/db/failures.ts";
 import { limits } from "../src/limits.ts";
 import { bannerOf } from "./helpers/banner.ts";
 import { startTcpProxy } from "./helpers/tcp-proxy.ts";
@@ -85,7 +85,7 @@ function engineEnv(): Promise<Record<string, string>> | Record<string, string> {
 interface Answer {
   status: number;
   headers: Headers;
-  body: { success: boolean; code: number; data: Record<string, unknown> | null };
+  body: { success: boolean; code: number; message: string; data: Record<string, unknown> | null };
 }
 
 async function call(base: string, method: string, url: string, token?: string, body?: unknown, key?: string) {
@@ -305,6 +305,46 @@ test("database down: 503 envelope within the bound, /ready 503, then the service
   await heal("frozen");
   assert.equal(await available(service.base, token), before + 20);
   assert.equal(service.child.exitCode, null, "the process survived both outages");
+  service.child.kill("SIGTERM");
+  assert.equal(await service.exited, 0);
+});
+
+test("a COMMIT whose answer never came: 504 (6003, outcome unknown), and its key's retry answers what was done", {
+  skip: pgOnly,
+}, async () => {
+  const target = await scratchDatabase();
+  const proxy = await startTcpProxy(target.hostname || "127.0.0.1", Number(target.port || 5432));
+  cleanups.push(() => proxy.close());
+  const viaProxy = new URL(target.toString());
+  viaProxy.hostname = "127.0.0.1";
+  viaProxy.port = String(proxy.port);
+  const service = await startService({
+    DATABASE_URL: viaProxy.toString(),
+    EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
+    EMISOR_DB_QUERY_TIMEOUT_MS: "1500",
+    // No background work: the only COMMIT on the wire is the request's.
+    EMISOR_WORKERS: "false",
+  });
+  const token = await login(service);
+  const before = await available(service.base, token);
+  // The server applies the COMMIT; its answer, and every later one, is lost on the way back.
+  proxy.freezeRepliesAfterCommit();
+  const answer = await call(service.base, "POST", "/v1/sandbox/funding", token, { amount: 10 }, "unknown-1");
+  assert.equal(answer.status, 504, JSON.stringify(answer.body));
+
+  assert.equal(answer.body.code, 6003);
+  assert.match(answer.body.message, /may have taken effect.*same Idempotency-Key/);
+  await proxy.restore();
+  await eventually(
+    "/ready back to 200",
+    async () => (await fetch(`${service.base}/ready`)).status === 200,
+    15_000,
+  );
+  // It had been applied: the retry with its key replays it, and the funding counts once.
+  const retried = await call(service.base, "POST", "/v1/sandbox/funding", token, { amount: 10 }, "unknown-1");
+  assert.equal(retried.status, 200, JSON.stringify(retried.body));
+  assert.equal(retried.headers.get("idempotent-replayed"), "true");
+  assert.equal(await available(service.base, token), before + 10);
   service.child.kill("SIGTERM");
   assert.equal(await service.exited, 0);
 });

@@ -12,6 +12,7 @@ import {
 import pg from "pg";
 import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
+import { isDatabaseUnavailable, markOutcomeUnknown } from "./failures.ts";
 import { FairGate } from "./fair-gate.ts";
 import { PGliteDialect } from "./pglite-dialect.ts";
 import type { Schema } from "./schema.ts";
@@ -280,13 +281,21 @@ function withQueryDeadline(
         gate.release(tenant);
         throw error;
       }
+      const outcome = new OutcomeTracker();
       const query = (text: string, values: ReadonlyArray<unknown>) => {
         const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
         const name = names.of(text, values);
         const config = name
           ? { name, text, values: values as unknown[] }
           : { text, values: values as unknown[] };
-        return client.query(config).finally(() => clearTimeout(timer));
+        const sent = outcome.sending(text);
+        return client
+          .query(config)
+          .catch((error: unknown) => {
+            outcome.failed(sent, error);
+            throw error;
+          })
+          .finally(() => clearTimeout(timer));
       };
       // Only the (text, values) form: Kysely uses the cursor form for streams, which need a
       // cursor class configured on the dialect, and none is.
@@ -298,6 +307,40 @@ function withQueryDeadline(
     },
     end: () => pool.end(),
   };
+}
+
+type StatementKind = "begin" | "commit" | "rollback" | "read" | "write";
+
+function kindOf(text: string): StatementKind {
+  const word = /^\s*([a-z]+)/i.exec(text)?.[1]?.toLowerCase();
+  if (word === "begin" || word === "start") return "begin";
+  if (word === "commit" || word === "end") return "commit";
+  if (word === "rollback" || word === "abort") return "rollback";
+  return word === "select" ? "read" : "write";
+}
+
+/**
+ * Follows one connection's transaction state to tell, when the connection dies under a
+ * statement, whether the server may have applied work whose answer was lost: a COMMIT or a write
+ * outside a transaction. Such failures (and the ROLLBACK that follows on the dead connection) are
+ * marked so the client is told the outcome is unknown rather than that nothing ran.
+ */
+class OutcomeTracker {
+  #inTransaction = false;
+  #unknown = false;
+
+  sending(text: string): StatementKind {
+    const kind = kindOf(text);
+    if (kind === "begin") this.#inTransaction = true;
+    else if (kind === "commit" || kind === "rollback") this.#inTransaction = false;
+    return kind;
+  }
+
+  failed(kind: StatementKind, error: unknown): void {
+    if (!isDatabaseUnavailable(error)) return;
+    if (kind === "commit" || (kind === "write" && !this.#inTransaction)) this.#unknown = true;
+    if (this.#unknown) markOutcomeUnknown(error);
+  }
 }
 
 async function withTimeout(work: Promise<unknown>, timeoutMs: number): Promise<boolean> {

@@ -4,6 +4,7 @@ import { AppError, errors } from "../errors.ts";
 import { type Envelope, failure } from "../http/envelope.ts";
 import { limits } from "../limits.ts";
 import type { Db, Queryable, Tx } from "./database.ts";
+import { isOutcomeUnknown } from "./failures.ts";
 
 /**
  * Exactly-once for money-moving and creating requests. The first successful response for an
@@ -96,10 +97,11 @@ export async function runIdempotent(
     });
     if (stored) return stored;
     // The lookup failed (the database went away in between): whether a duplicate committed is
-    // unknown, so that failure is the answer (503: retry with the key). Neither the work's own
-    // error (a 4xx such as insufficient funds, caused by the duplicate's debit, would tell a
-    // careful client the money did not move when it did) nor a vanished key (500).
-    if (lookupFailure !== undefined) throw lookupFailure;
+    // unknown, so that failure is the answer (503: retry with the key), or the work's own when it
+    // may have committed (504). Not a 4xx the work raised (insufficient funds, caused by the
+    // duplicate's debit, would tell a careful client the money did not move when it did), nor a
+    // vanished key (500).
+    if (lookupFailure !== undefined) throw isOutcomeUnknown(error) ? error : lookupFailure;
     if (error instanceof KeyTaken) throw new Error("idempotency key vanished after a conflict");
     return answerRefusal(db, scope, error);
   }

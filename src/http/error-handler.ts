@@ -1,6 +1,7 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { isDatabaseUnavailable, isOutcomeUnknown, isTransientDatabaseError } from "../db/failures.ts";
 import { AppError, type ErrorDef, errors } from "../errors.ts";
 import { failure } from "./envelope.ts";
 import { validationDetails } from "./validation.ts";
@@ -10,45 +11,6 @@ import { validationDetails } from "./validation.ts";
  * mistakes keep their own code and status; dependency outages become 503; anything else is a
  * bug, logged in full and answered with a generic 500 that reveals nothing.
  */
-
-// Connection-level failures of PostgreSQL (class 08, shutdown 57P0x, too many connections) and
-// node-postgres' own messages for a pool that cannot connect or a socket that died.
-const unavailableSqlStates = new Set([
-  "08000",
-  "08001",
-  "08003",
-  "08004",
-  "08006",
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
-]);
-const unavailableSocketCodes = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "EPIPE",
-  "ETIMEDOUT",
-  "ENOTFOUND",
-  "EHOSTUNREACH",
-]);
-// Statement timeout, serialization failure and deadlock that survived retries: transient.
-const transientSqlStates = new Set(["57014", "40001", "40P01"]);
-
-export function isDatabaseUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === "string" && (unavailableSqlStates.has(code) || unavailableSocketCodes.has(code)))
-    return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly|Client was closed and is not queryable|Query read timeout/i.test(
-    error.message,
-  );
-}
-
-function isTransientDatabaseError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code === "string" && transientSqlStates.has(code);
-}
 
 const fastifyCodes: Record<string, ErrorDef> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: errors.unsupportedMediaType,
@@ -90,6 +52,10 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   const status = fastifyError.statusCode ?? 500;
   if (status === 404) return send(reply, errors.routeNotFound, errors.routeNotFound.message);
   if (status >= 400 && status < 500) return send(reply, errors.validationFailed, error.message);
+  if (isOutcomeUnknown(error)) {
+    request.log.warn({ err: error }, "database outcome unknown");
+    return send(reply, errors.databaseOutcomeUnknown, errors.databaseOutcomeUnknown.message);
+  }
   if (isDatabaseUnavailable(error) || isTransientDatabaseError(error)) {
     request.log.warn({ err: error }, "database unavailable");
     reply.header("retry-after", "1");

@@ -57,6 +57,12 @@ const ServiceUnavailable = errorResponse(
   },
 );
 
+/** A 504: the database stopped answering during a COMMIT (6003); the outcome is unknown. */
+const OutcomeUnknown = errorResponse(
+  "The error envelope: the database stopped answering while the request was being committed (6003), so it may have taken effect. Retry it with the same Idempotency-Key, which answers its outcome; without a key, read the state before sending it again.",
+  {},
+);
+
 const IdempotentReplayedHeader: ResponseHeaders = {
   "Idempotent-Replayed": {
     type: "string",
@@ -70,7 +76,7 @@ type ResponseMap = Record<string, Record<string, unknown>>;
 
 /** The response map of a /v1 route in the document: its own, plus what the hooks may answer. */
 function documentedResponses(own: ResponseMap, config: { idempotent?: boolean; rateLimited?: boolean }) {
-  const map: ResponseMap = { ...own, 401: Unauthorized, 503: ServiceUnavailable };
+  const map: ResponseMap = { ...own, 401: Unauthorized, 503: ServiceUnavailable, 504: OutcomeUnknown };
   if (config.rateLimited) map[429] = TooManyRequests;
   if (config.idempotent) {
     for (const status of ["200", "4xx"]) {
