@@ -20,3 +20,38 @@ export const systemAccounts = {
 } as const;
 
 export type SystemAccount = keyof typeof systemAccounts;
+
+/**
+ * System accounts that movements of every client credit at once (each transfer out credits
+ * SPEI_OUT, the commission and the IVA) keep their balance in shards: each a ledger account of its
+ * own, the account's balance their sum. An entry posts to one shard chosen at random, so
+ * concurrent entries rarely wait on the same row; an entry's reversal posts to the shards the
+ * entry used. The account's own row is shard 0.
+ */
+export const systemAccountShards = 16;
+
+const shardedAccounts: ReadonlySet<string> = new Set([
+  systemAccounts.speiIn,
+  systemAccounts.speiOut,
+  systemAccounts.commissionRevenue,
+  systemAccounts.ivaPayable,
+  systemAccounts.airtimePayable,
+]);
+
+/** Every shard of `accountId` (shard 0 is the account itself); the account alone if unsharded. */
+export function shardsOf(accountId: string): string[] {
+  if (!shardedAccounts.has(accountId)) return [accountId];
+  const family = accountId.slice(-3);
+  return Array.from({ length: systemAccountShards }, (_, shard) =>
+    shard === 0 ? accountId : `00000000-0000-4000-8${family}-${shard.toString(16).padStart(12, "0")}`,
+  );
+}
+
+/** The shard an entry posts to: one at random for a sharded account, else the account. */
+export function postingShardOf(accountId: string): string {
+  const shards = shardsOf(accountId);
+  return shards[Math.floor(Math.random() * shards.length)] ?? accountId;
+}
+
+/** System accounts and their shards: the rows locked last, and for the shortest time. */
+export const systemAccountIds: ReadonlySet<string> = new Set(Object.values(systemAccounts).flatMap(shardsOf));

@@ -4,7 +4,7 @@ import { sql } from "kysely";
 import type { Queryable, Tx } from "../db/database.ts";
 import type { LedgerAccountKind } from "../db/schema.ts";
 import { AppError, errors } from "../errors.ts";
-import { systemAccounts } from "./accounts.ts";
+import { postingShardOf, shardsOf, systemAccountIds } from "./accounts.ts";
 import { timeOrderedUuid } from "./ids.ts";
 import type { Cents } from "./money.ts";
 
@@ -55,28 +55,69 @@ export async function createAccount(
  * into InsufficientFundsError, and by the table's CHECK constraint.
  */
 export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
+  return writeEntry(tx, { ...input, postings: onShards(input.postings) });
+}
+
+/** The postings with each sharded system account replaced by one of its shards, at random. */
+function onShards(postings: Posting[]): Posting[] {
+  const chosen = new Map<string, string>();
+  return postings.map((posting) => {
+    let shard = chosen.get(posting.accountId);
+    if (shard === undefined) {
+      shard = postingShardOf(posting.accountId);
+      chosen.set(posting.accountId, shard);
+    }
+    return shard === posting.accountId ? posting : { ...posting, accountId: shard };
+  });
+}
+
+/**
+ * Writes an entry on exactly the accounts its postings name, in one statement: the accounts are
+ * locked in netByAccount's order, and when one that may not go negative would, nothing is written
+ * and InsufficientFundsError names it. Otherwise every balance moves, and the entry and its
+ * postings are inserted.
+ */
+async function writeEntry(tx: Tx, input: EntryInput): Promise<string> {
   assertBalanced(input.postings);
   const id = input.id ?? timeOrderedUuid();
-  for (const [accountId, delta] of netByAccount(input.postings)) {
-    if (delta !== 0n) await applyDelta(tx, accountId, delta);
-  }
-  await tx
-    .insertInto("journal_entries")
-    .values({
-      id,
-      kind: input.kind,
-      description: input.description ?? null,
-      client_id: input.clientId ?? null,
-      reverses_id: input.reversesId ?? null,
-      metadata: input.metadata ? JSON.stringify(input.metadata) : null,
-    })
-    .execute();
-  await tx
-    .insertInto("postings")
-    .values(
-      input.postings.map((p) => ({ entry_id: id, account_id: p.accountId, amount_cents: p.amountCents })),
+  const deltas = netByAccount(input.postings).filter(([, delta]) => delta !== 0n);
+  const result = await sql<{ short: string | null; found: number }>`
+    with deltas as (
+      select * from unnest(${deltas.map(([account]) => account)}::uuid[], ${deltas.map(([, delta]) => delta)}::bigint[])
+        with ordinality as d(account_id, delta, position)
+    ),
+    locked as (
+      select a.id, a.balance_cents, a.allow_negative, d.delta from ledger_accounts a
+      join deltas d on d.account_id = a.id order by d.position for update of a
+    ),
+    short as (select id from locked where not allow_negative and balance_cents + delta < 0 limit 1),
+    applied as (
+      update ledger_accounts a set balance_cents = a.balance_cents + l.delta
+      from locked l where a.id = l.id and not exists (select 1 from short)
+      returning a.id
+    ),
+    entry as (
+      insert into journal_entries (id, kind, description, client_id, reverses_id, metadata)
+      select ${id}::uuid, ${input.kind}, ${input.description ?? null}, ${input.clientId ?? null}::uuid,
+        ${input.reversesId ?? null}::uuid, ${input.metadata ? JSON.stringify(input.metadata) : null}::jsonb
+      where not exists (select 1 from short)
+      returning id
+    ),
+    posted as (
+      insert into postings (entry_id, account_id, amount_cents)
+      select e.id, p.account_id, p.amount_cents from entry e,
+        unnest(${input.postings.map((p) => p.accountId)}::uuid[], ${input.postings.map((p) => p.amountCents)}::bigint[])
+          with ordinality as p(account_id, amount_cents, position)
+      order by p.position
+      returning 1
     )
-    .execute();
+    select (select id from short)::text as short, (select count(*) from locked)::int as found,
+      (select count(*) from applied)::int as applied, (select count(*) from posted)::int as posted`.execute(
+    tx,
+  );
+  const row = result.rows[0];
+  assert.ok(row && row.found === deltas.length, "a posting names a ledger account that does not exist");
+  if (row.short !== null) throw new InsufficientFundsError(row.short);
   return id;
 }
 
@@ -116,7 +157,8 @@ export async function reverseEntry(
     .execute();
   assert.ok(postings.length > 0, `entry ${entryId} has no postings to reverse`);
   try {
-    return await postEntry(tx, {
+    // On the very accounts (and shards) the entry used: a shard credited by it is the one debited.
+    return await writeEntry(tx, {
       kind: options.kind,
       description: options.description ?? null,
       clientId: options.clientId ?? null,
@@ -132,12 +174,23 @@ export async function reverseEntry(
   }
 }
 
-/** An account's balance; with `lock`, its row is locked until the transaction ends. */
+/**
+ * An account's balance (a sharded system account's: the sum of its shards); with `lock`, its row
+ * is locked until the transaction ends.
+ */
 export async function balanceOf(
   db: Queryable,
   accountId: string,
   options: { lock?: boolean } = {},
 ): Promise<Cents> {
+  const shards = shardsOf(accountId);
+  if (shards.length > 1) {
+    assert.ok(!options.lock, "a sharded system account is never locked whole");
+    const sum = await sql<{ balance: bigint }>`
+      select coalesce(sum(balance_cents), 0)::bigint as balance from ledger_accounts
+      where id = any(${shards}::uuid[])`.execute(db);
+    return sum.rows[0]?.balance ?? 0n;
+  }
   let query = db.selectFrom("ledger_accounts").select("balance_cents").where("id", "=", accountId);
   if (options.lock) query = query.forUpdate();
   const row = await query.executeTakeFirst();
@@ -169,23 +222,6 @@ function netByAccount(postings: Posting[]): Array<[string, Cents]> {
   for (const p of postings) net.set(p.accountId, (net.get(p.accountId) ?? 0n) + p.amountCents);
   const rank = (id: string) => (systemAccountIds.has(id) ? 1 : 0);
   return [...net.entries()].sort(([a], [b]) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
-}
-
-const systemAccountIds = new Set<string>(Object.values(systemAccounts));
-
-async function applyDelta(tx: Tx, accountId: string, delta: Cents): Promise<void> {
-  const result = await sql<{ balance_cents: bigint }>`
-    update ledger_accounts set balance_cents = balance_cents + ${delta}
-    where id = ${accountId} and (allow_negative or balance_cents + ${delta} >= 0)
-    returning balance_cents`.execute(tx);
-  if (result.rows.length === 1) return;
-  const exists = await tx
-    .selectFrom("ledger_accounts")
-    .select("id")
-    .where("id", "=", accountId)
-    .executeTakeFirst();
-  assert.ok(exists, `ledger account ${accountId} does not exist`);
-  throw new InsufficientFundsError(accountId);
 }
 
 /** The ledger's invariants, for tests, benchmarks and the chaos run. Empty when all hold. */
