@@ -362,7 +362,7 @@ async function runScenarios(
 
   await distinctClients(server, clients, clientCards, ceiling);
   await cipheredPayments(server, root, ciphered, ceiling);
-  await transfersOut(server, root, transferCards);
+  await transfersOut(server, root, transferCards, hot64.rps);
   await listing(server, root);
   await scalingCurve(server, root, hotIds, hot64);
   if (size.history > 0) await growth(server, root, hotIds);
@@ -448,6 +448,7 @@ async function transfersOut(
   server: ServerProcess,
   root: seed.Client,
   cards: seed.SeededCard[],
+  hotRps: number,
 ): Promise<void> {
   const since = await postingsWatermark(pgs, appDb);
   let i = 0;
@@ -474,11 +475,16 @@ async function transfersOut(
     }),
   });
   await checkBooks(pgs, appDb, since, new Map(), undefined);
+  const r = ratio(result.rps, hotRps);
   record({
     key: "transfer_out_rps",
     figure: "transfer out (PIN checked, 16 connections)",
     value: result.rps,
     unit: "req/s",
+    ceiling: hotRps,
+    ratio: r,
+    target: ">= 0.5 x hot-account payments",
+    pass: r >= 0.5,
     detail: `p99 ${result.p99} ms`,
   });
 }

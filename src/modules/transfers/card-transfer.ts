@@ -1,7 +1,9 @@
+import assert from "node:assert/strict";
 import { sql } from "kysely";
 import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
+import type { Db } from "../../db/database.ts";
 import {
   checkBeforeWork,
   completeDraft,
@@ -90,6 +92,7 @@ export async function sendCardTransfer(
   const card = resolved.value;
   // Recorded on its own: a wrong PIN is counted even though this request then fails.
   await verifyPin(ctx, card, body.pin);
+  const holder = await payerDetails(ctx.db, card);
   return runIdempotent(ctx.db, idempotency, async (tx) => {
     // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
     const locked = await lockActiveCard(tx, caller, card.id);
@@ -102,21 +105,6 @@ export async function sendCardTransfer(
       beneficiary,
       vaultKey: ctx.keys.vault,
     });
-    const holder = await sql<{
-      rfc: string | null;
-      curp: string | null;
-      primary_phone: string;
-      mobile_phone: string;
-    }>`
-      select rfc, curp, primary_phone, mobile_phone from cardholders where id = ${locked.cardholder_id}`.execute(
-      tx,
-    );
-    const account = await tx
-      .selectFrom("accounts")
-      .select("observations")
-      .where("id", "=", locked.account_id)
-      .executeTakeFirstOrThrow();
-    const person = holder.rows[0];
     const data = {
       card: {
         card_id: locked.id,
@@ -124,14 +112,7 @@ export async function sendCardTransfer(
         masked_card_number: maskedCardNumber(locked.last_four),
         last_four: locked.last_four,
       },
-      account: {
-        account_id: locked.account_id,
-        rfc: person?.rfc ?? null,
-        curp: person?.curp ?? null,
-        primary_phone: person?.primary_phone ?? "",
-        mobile_phone: person?.mobile_phone ?? "",
-        observations: account.observations,
-      },
+      account: { account_id: locked.account_id, ...holder },
       transfer: {
         id: order.id,
         tracking_key: order.trackingKey,
@@ -145,4 +126,27 @@ export async function sendCardTransfer(
     };
     return { status: 200, body: ok(data, successMessage) };
   });
+}
+
+/** What the answer shows of the card's holder and account, read before the money moves. */
+async function payerDetails(db: Db, card: { cardholder_id: string; account_id: string }) {
+  const result = await sql<{
+    rfc: string | null;
+    curp: string | null;
+    primary_phone: string | null;
+    mobile_phone: string | null;
+    observations: string;
+  }>`
+    select h.rfc, h.curp, h.primary_phone, h.mobile_phone, a.observations
+    from accounts a left join cardholders h on h.id = ${card.cardholder_id}
+    where a.id = ${card.account_id}`.execute(db);
+  const row = result.rows[0];
+  assert.ok(row, `account ${card.account_id} of a card is missing`);
+  return {
+    rfc: row.rfc,
+    curp: row.curp,
+    primary_phone: row.primary_phone ?? "",
+    mobile_phone: row.mobile_phone ?? "",
+    observations: row.observations,
+  };
 }

@@ -9,6 +9,7 @@ import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { InsufficientFundsError, type Posting, postEntry, reverseEntry } from "../../ledger/ledger.ts";
 import { type Cents, ivaOf } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -70,11 +71,14 @@ export async function createSpeiOrder(tx: Tx, input: SpeiOrderInput): Promise<Sp
   assert.ok(input.commissionCents >= 0n, "a commission cannot be negative");
   const ivaCents = ivaOf(input.commissionCents);
   const totalCents = input.amountCents + input.commissionCents + ivaCents;
-  const entryId = await debitPayer(tx, input, ivaCents, totalCents);
+  const entryId = timeOrderedUuid();
   const order = await insertWithFreshTrackingKey(tx, input, entryId, ivaCents);
   await enqueueRailJob(tx, "SPEI", order.id);
   const view = renderOrder(order);
   await emitEvent(tx, { type: "transfer.out.created", clientId: input.clientId, data: view });
+  // Last (the order's reference to it is checked at the commit): the entry credits the rows every
+  // client's transfers share (SPEI_OUT, commission, IVA), which are then held only until the commit.
+  await debitPayer(tx, input, entryId, ivaCents, totalCents);
   return {
     id: order.id,
     trackingKey: order.tracking_key,
@@ -92,6 +96,7 @@ export async function createSpeiOrder(tx: Tx, input: SpeiOrderInput): Promise<Sp
 async function debitPayer(
   tx: Tx,
   input: SpeiOrderInput,
+  entryId: string,
   ivaCents: Cents,
   totalCents: Cents,
 ): Promise<string> {
@@ -104,6 +109,7 @@ async function debitPayer(
   if (ivaCents > 0n) postings.push({ accountId: systemAccounts.ivaPayable, amountCents: ivaCents });
   try {
     return await postEntry(tx, {
+      id: entryId,
       kind: "SPEI_OUT",
       description: "SPEI transfer out",
       clientId: input.clientId,
@@ -148,11 +154,7 @@ async function insertWithFreshTrackingKey(
       numeric_reference: b.numericReference,
       entry_id: entryId,
     });
-    if (inserted) {
-      const row = await repo.findOrderById(tx, id);
-      assert.ok(row, "the order just inserted is missing");
-      return row;
-    }
+    if (inserted) return inserted;
   }
   throw new Error("no free tracking key after several attempts");
 }

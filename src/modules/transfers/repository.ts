@@ -244,15 +244,15 @@ const orderColumns = sql.raw(`o.id, o.client_id, o.payer_account_id, o.card_id, 
   o.rail_reference, o.state_detail, o.return_cause, o.entry_id, o.reversal_entry_id, o.sent_at,
   o.settled_at, o.returned_at, o.created_at, o.updated_at`);
 
-/** Inserts the order; false when its tracking key is taken that day (pick another key). */
-export async function insertSpeiOrder(tx: Tx, order: NewSpeiOrder): Promise<boolean> {
-  const inserted = await tx
+/** Inserts the order and answers it; undefined when its tracking key is taken that day (pick another). */
+export async function insertSpeiOrder(tx: Tx, order: NewSpeiOrder): Promise<SpeiOrderRow | undefined> {
+  const insert = tx
     .insertInto("spei_orders")
     .values(order)
     .onConflict((oc) => oc.constraint("spei_orders_tracking_uq").doNothing())
-    .returning("id")
-    .executeTakeFirst();
-  return inserted !== undefined;
+    .returningAll();
+  const result = await sql<SpeiOrderRow>`with o as (${insert}) select ${orderColumns} from o`.execute(tx);
+  return result.rows[0];
 }
 
 export async function findOrderById(db: Queryable, id: string): Promise<SpeiOrderRow | undefined> {
