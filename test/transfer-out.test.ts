@@ -697,6 +697,14 @@ test("beneficiary validation: every rule of 4.10, all failures listed at once", 
     failing({ beneficiary_account: "1", numeric_reference: "0", beneficiary_email: "x" }).sort(),
     ["beneficiary_account:pattern", "beneficiary_email:format", "numeric_reference:minimum"],
   );
+  // A card number in the text has its own code, as through the schema.
+  assert.throws(
+    () => validateBeneficiary({ ...beneficiary, payment_concept: "Tarjeta 5311 0105 6911 4749" }),
+    (error) =>
+      error instanceof AppError &&
+      error.def.code === 1010 &&
+      error.message === "payment_concept: must not contain a card number",
+  );
 });
 
 test("a settlement's TsLiquidacion without a zone is Mexico City time; one that names no time settles without it", async () => {

@@ -1,10 +1,10 @@
 import { Type } from "typebox";
 import { clabeBankPrefix, isValidClabe } from "../../domain/clabe.ts";
 import { isValidCurp } from "../../domain/curp.ts";
-import { isLuhnValid } from "../../domain/luhn.ts";
+import { containsCardNumber, isLuhnValid } from "../../domain/luhn.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { type AccountType, accountTypeCodes, accountTypeOf } from "../../domain/spei.ts";
-import { AppError, errors, type ValidationDetail } from "../../errors.ts";
+import { cardNumberRule, type ValidationDetail, validationError } from "../../errors.ts";
 import { Email, Text } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { characterCount } from "../../text.ts";
@@ -14,7 +14,8 @@ import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
  * The beneficiary fields of a transfer out (contract 4.10), validated in one place so the HTTP
  * route and any other caller apply the same rules. The body schema below checks shapes; the
  * function checks what a schema cannot (control digits, Luhn, the CLABE's bank against the
- * institution, RFC/CURP) and repeats the bounds, so it is safe to call without the schema.
+ * institution, RFC/CURP) and repeats the bounds and the text rules, so it is safe to call without
+ * the schema.
  */
 export const BeneficiaryProperties = {
   payment_concept: Text(1, limits.speiConceptLengthMax, "Concepto de pago, 1-40 characters"),
@@ -42,6 +43,9 @@ export const BeneficiaryProperties = {
   beneficiary_email: Email(),
 };
 
+// SPEI carries printable text; control characters are return cause 19 at the receiver.
+const controlCharacters = /\p{Cc}/u;
+
 export interface BeneficiaryInput {
   payment_concept: string;
   beneficiary_account: string;
@@ -65,11 +69,9 @@ export interface Beneficiary {
   numericReference: string;
 }
 
-// SPEI carries printable text; control characters are return cause 19 at the receiver.
-const controlCharacters = /\p{Cc}/u;
 const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-/** The validated beneficiary, or AppError 1000 naming every failed rule. */
+/** The validated beneficiary, or AppError 1000 (1010 for a card number in text) naming every failed rule. */
 export function validateBeneficiary(input: BeneficiaryInput): Beneficiary {
   const details: ValidationDetail[] = [];
   const fail = (field: string, rule: string, message: string) => details.push({ field, rule, message });
@@ -112,13 +114,7 @@ export function validateBeneficiary(input: BeneficiaryInput): Beneficiary {
   if (characterCount(input.beneficiary_email) > 100 || !emailPattern.test(input.beneficiary_email)) {
     fail("beneficiary_email", "format", "must be an email address");
   }
-  if (details.length > 0 || !institution || !accountType) {
-    const first = details[0];
-    throw new AppError(errors.validationFailed, {
-      message: first ? `${first.field}: ${first.message}` : errors.validationFailed.message,
-      details,
-    });
-  }
+  if (details.length > 0 || !institution || !accountType) throw validationError(details);
   return {
     account: input.beneficiary_account,
     accountType,
@@ -143,4 +139,5 @@ function checkText(
   else if (!/\S/.test(value)) fail(field, "blank", "must not be blank");
   else if (characters > max) fail(field, "maxLength", `must be at most ${max} characters`);
   else if (controlCharacters.test(value)) fail(field, "characters", "must not contain control characters");
+  if (containsCardNumber(value)) fail(field, cardNumberRule, "must not contain a card number");
 }

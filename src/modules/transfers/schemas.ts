@@ -13,6 +13,7 @@ import {
   DateString,
   Digits,
   DigitsBetween,
+  Identifier,
   instantOf,
   NextCursor,
   OrNull,
@@ -367,7 +368,7 @@ export const SandboxIncomingBody = Type.Object(
     payer_institution: Type.Optional(
       Type.String({ pattern: "^[0-9]{4,5}$", "x-message": "must be a Banxico code" }),
     ),
-    payer_rfc_curp: Type.Optional(Text(2, limits.speiRfcCurpLengthMax)),
+    payer_rfc_curp: Type.Optional(Identifier(2, limits.speiRfcCurpLengthMax)),
     payment_concept: Type.Optional(Text(1, limits.speiConceptLengthMax)),
     numeric_reference: Type.Optional(
       Type.String({

@@ -1,0 +1,239 @@
+// Proves what free text may hold: a card number, with or without separators, is refused with 1010 in
+// every kind of field that takes free text, and the refusal writes nothing and never echoes it;
+// other numbers (not Luhn-valid, a CLABE, identifiers in their own fields) are accepted.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { buildClabe, isValidClabe } from "../src/domain/clabe.ts";
+import { isLuhnValid } from "../src/domain/luhn.ts";
+import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
+import { type AssignedCard, createProduct, spendableCard } from "./helpers/cards.ts";
+import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { cardholderBody, subclientBody } from "./helpers/people.ts";
+import { changesBetween, snapshot, tablesOf } from "./helpers/routes.ts";
+
+const secret = "rail-secret-free-text";
+let t: TestApp;
+let tenant: Tenant;
+let card: AssignedCard;
+before(async () => {
+  t = await startTestApp({ speiWebhookSecret: secret });
+  tenant = await createTenant(t, { available: 5000 });
+  card = await spendableCard(t, tenant, { commission: 0, funds: 1000 });
+});
+after(() => t.close());
+
+const pan = "5311010569114749";
+/** The same card number as people write it. */
+const panForms = [
+  pan,
+  `Tarjeta ${pan} 12/27`,
+  "5311 0105 6911 4749",
+  "5311-0105-6911-4749",
+  "pago 2 5311.0105.6911.4749",
+];
+const where = { latitude: 19.4326, longitude: -99.1332 };
+
+/** One free-text field of one route, with a valid body around it. */
+interface FreeTextField {
+  method: "POST" | "PUT";
+  url: string;
+  field: string;
+  body: (text: string) => Record<string, unknown>;
+}
+
+function freeTextFields(sub: Tenant): FreeTextField[] {
+  const transfer = (patch: Record<string, unknown>) => ({
+    card_number: card.id,
+    payment_concept: "Renta",
+    beneficiary_account: buildClabe("012", "180", 1234567n),
+    beneficiary_institution: "40012",
+    beneficiary_name: "Maria Lopez",
+    numeric_reference: "1234567",
+    beneficiary_rfc_curp: "ND",
+    beneficiary_email: "maria@example.mx",
+    amount: 1,
+    pin: "4821",
+    ...patch,
+  });
+  return [
+    {
+      method: "POST",
+      url: "/v1/cards/payment",
+      field: "payment_description",
+      body: (text) => ({ card_number: card.id, amount: 1, payment_description: text, ...where }),
+    },
+    {
+      method: "POST",
+      url: "/v1/cards/unload",
+      field: "description",
+      body: (text) => ({ card_number: card.id, amount: 1, description: text }),
+    },
+    {
+      method: "POST",
+      url: "/v1/transfer/cards",
+      field: "payment_concept",
+      body: (text) => transfer({ payment_concept: text.slice(0, 40) }),
+    },
+    {
+      method: "POST",
+      url: "/v1/transfer/cards",
+      field: "beneficiary_name",
+      body: (text) => transfer({ beneficiary_name: text.slice(0, 40) }),
+    },
+    {
+      method: "POST",
+      url: "/v1/clients/transfers",
+      field: "description",
+      body: (text) => ({
+        from_client_id: tenant.clientId,
+        to_client_id: sub.clientId,
+        amount: 1,
+        description: text,
+      }),
+    },
+    {
+      method: "POST",
+      url: "/v1/cardholders",
+      field: "observations",
+      body: (text) => cardholderBody({ observations: text }),
+    },
+    {
+      method: "POST",
+      url: "/v1/clients",
+      field: "name",
+      body: (text) => subclientBody({ name: text.slice(0, 30) }),
+    },
+    {
+      method: "POST",
+      url: "/v1/products",
+      field: "description",
+      body: (text) => ({
+        name: "Debito",
+        description: text,
+        card_type: "VIRTUAL",
+        bin: "53112233",
+        affinity_group: "NOMINA",
+      }),
+    },
+    {
+      method: "POST",
+      url: "/v1/webhooks",
+      field: "description",
+      body: (text) => ({ url: "https://hooks.example.com/free-text", description: text }),
+    },
+    {
+      method: "PUT",
+      url: "/v1/cards/status",
+      field: "reason",
+      body: (text) => ({ card_number: card.id, status: "TEMPORARY_INACTIVE", reason: text, ...where }),
+    },
+    {
+      method: "POST",
+      url: "/v1/airtime/topup",
+      field: "additional_data",
+      body: (text) => ({
+        product_id: "TELCEL_100",
+        phone_number: "5512345678",
+        email: "cliente@example.com",
+        additional_data: text,
+      }),
+    },
+  ];
+}
+
+test("a card number in free text is refused with 1010, with or without separators, and nothing is written", async () => {
+  const sub = await createSubClient(t, tenant);
+  const tables = await tablesOf(t);
+  const before = await snapshot(t, tables);
+  for (const { method, url, field, body } of freeTextFields(sub)) {
+    for (const text of panForms) {
+      const refused = expectError(
+        await call(t.app, method, url, { token: tenant.token, body: body(text) }),
+        1010,
+        400,
+      );
+      const label = `${url} ${field} ${JSON.stringify(text)}`;
+      assert.equal(refused.body.message, `${field}: must not contain a card number`, label);
+      assert.deepEqual(
+        refused.body.data,
+        { details: [{ field, rule: "card_number", message: "must not contain a card number" }] },
+        label,
+      );
+    }
+  }
+  assert.deepEqual(changesBetween(before, await snapshot(t, tables)), []);
+  // With other mistakes the code is still 1010; the details list them all.
+  const mixed = expectError(
+    await call(t.app, "POST", "/v1/cards/payment", {
+      token: tenant.token,
+      body: { card_number: card.id, amount: -1, payment_description: pan, ...where },
+    }),
+    1010,
+    400,
+  );
+  assert.equal(mixed.body.message, "payment_description: must not contain a card number (and 1 more)");
+  assert.deepEqual(
+    (mixed.body.data as { details: Array<{ field: string }> }).details.map((d) => d.field).sort(),
+    ["amount", "payment_description"],
+  );
+});
+
+/** A CLABE whose 18 digits also pass Luhn: in free text it is taken for the CLABE it is. */
+function luhnValidClabe(): string {
+  for (let account = 1n; ; account++) {
+    const clabe = buildClabe("012", "180", account);
+    if (isLuhnValid(clabe)) return clabe;
+  }
+}
+
+test("other numbers in free text are accepted and kept as written; identifiers keep their own fields", async () => {
+  const paid = expectOk(
+    await call<{ operation: { payment_description: string } }>(t.app, "POST", "/v1/cards/payment", {
+      token: tenant.token,
+      body: { card_number: card.id, amount: 1, payment_description: "5311010569114748", ...where },
+    }),
+  );
+  assert.equal(paid.operation.payment_description, "5311010569114748"); // not Luhn-valid
+  const clabe = luhnValidClabe();
+  assert.ok(isValidClabe(clabe));
+  const texts = [
+    `Abono a CLABE ${clabe}`,
+    "0000 0000 0000 0000", // no card number starts with 0
+    "Factura 2025-01-15 ref 1234567 tel 55 1234 5678",
+    "pedido a1700000-0000-4000-8000-000000000100",
+    `Tarjeta terminación ${pan.slice(-4)}`,
+    "53110105691147491", // 17 digits, not Luhn-valid
+    "12345678901234567890123", // longer than any card number
+  ];
+  for (const text of texts) {
+    const product = await createProduct(t, tenant, { description: text });
+    assert.equal(product.description, text);
+  }
+  // A transfer out to a CLABE, and to a card number in beneficiary_account, its own field.
+  for (const account of [buildClabe("012", "180", 1234567n), "4111111111111111"]) {
+    expectOk(
+      await call(t.app, "POST", "/v1/transfer/cards", {
+        token: tenant.token,
+        body: {
+          card_number: card.id,
+          payment_concept: `Renta ref ${clabe}`.slice(0, 40),
+          beneficiary_account: account,
+          beneficiary_institution: "40012",
+          beneficiary_name: "José Peña Núñez",
+          numeric_reference: "1234567",
+          beneficiary_rfc_curp: "ND",
+          beneficiary_email: "jose@example.mx",
+          amount: 1,
+          pin: "4821",
+        },
+      }),
+    );
+  }
+  // The client's own reference is an identifier, not free text.
+  expectOk(
+    await call(t.app, "POST", "/v1/cardholders", {
+      token: tenant.token,
+      body: cardholderBody({ external_id: pan }),
+    }),
+  );
+});
