@@ -1,10 +1,12 @@
 // Proves what free text may hold: a card number, with or without separators, is refused with 1010 in
 // every kind of field that takes free text, and the refusal writes nothing and never echoes it;
-// other numbers (not Luhn-valid, a CLABE, identifiers in their own fields) are accepted.
+// other numbers (not Luhn-valid, a CLABE, identifiers in their own fields) are accepted; text for the
+// SPEI rail refuses control and invisible characters.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { buildClabe, isValidClabe } from "../src/domain/clabe.ts";
 import { isLuhnValid } from "../src/domain/luhn.ts";
+import { balanceOf } from "../src/ledger/ledger.ts";
 import { call, createSubClient, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { type AssignedCard, createProduct, spendableCard } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
@@ -236,4 +238,46 @@ test("other numbers in free text are accepted and kept as written; identifiers k
       body: cardholderBody({ external_id: pan }),
     }),
   );
+});
+
+test("text for the SPEI rail refuses control and invisible characters; nothing moves", async () => {
+  const balance = await balanceOf(t.ctx.db, card.id);
+  const invisible = [
+    "MARIA\u202ELOPEZ",
+    "MARIA\u200BLOPEZ",
+    "\u2066MARIA\u2069",
+    "\uFEFFMARIA",
+    "MARIA\tLOPEZ",
+    "A\u0007",
+  ];
+  for (const field of ["beneficiary_name", "payment_concept"]) {
+    for (const text of invisible) {
+      const refused = expectError(
+        await call(t.app, "POST", "/v1/transfer/cards", {
+          token: tenant.token,
+          body: {
+            card_number: card.id,
+            payment_concept: "Renta",
+            beneficiary_account: buildClabe("012", "180", 1234567n),
+            beneficiary_institution: "40012",
+            beneficiary_name: "Maria Lopez",
+            numeric_reference: "1234567",
+            beneficiary_rfc_curp: "ND",
+            beneficiary_email: "maria@example.mx",
+            amount: 1,
+            pin: "4821",
+            [field]: text,
+          },
+        }),
+        1000,
+        400,
+      );
+      assert.equal(
+        refused.body.message,
+        `${field}: must not contain control or invisible characters`,
+        JSON.stringify(text),
+      );
+    }
+  }
+  assert.equal(await balanceOf(t.ctx.db, card.id), balance);
 });

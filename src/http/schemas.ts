@@ -1,6 +1,7 @@
 import { type Static, type TSchema, Type } from "typebox";
 import { invalidField } from "../errors.ts";
 import { limits } from "../limits.ts";
+import { invisibleCategories } from "../text.ts";
 import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 
 /**
@@ -32,6 +33,18 @@ export const Text = (min: number, max: number, description?: string) =>
   Type.String({
     ...Identifier(min, max, description),
     "x-no-card-number": true,
+  });
+
+/**
+ * Free text without control or invisible characters (text.ts): for what must read as it is stored,
+ * a client's alias, and what goes to the SPEI rail, where a receiving bank returns text with
+ * control characters and a bidirectional override shows a name or concept in another order.
+ */
+export const VisibleText = (min: number, max: number, description?: string) =>
+  Type.String({
+    ...Text(min, max, description),
+    pattern: `^[^${invisibleCategories}]*$`,
+    "x-message": "must not contain control or invisible characters",
   });
 
 export const Digits = (count: number, description?: string) =>

@@ -13,6 +13,7 @@ import {
   PesosOrZero,
   Text,
   Uuid,
+  VisibleText,
 } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
@@ -37,15 +38,13 @@ export function createClientBody(passwordMinLength: number) {
   return Type.Object(
     {
       name: Text(5, 30),
-      alias: Type.String({
-        ...Text(3, 10),
-        // Invisible characters (a zero-width space, a direction mark) would make two aliases that
-        // read alike differ.
-        pattern: "^[^\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}]*$",
-        "x-message": "must not contain control or invisible characters",
-        description:
-          "Unique among the clients of your organisation, ignoring case and Unicode's spelling variants (NFKC)",
-      }),
+      // Invisible characters (a zero-width space, a direction mark) would make two aliases that
+      // read alike differ.
+      alias: VisibleText(
+        3,
+        10,
+        "Unique among the clients of your organisation, ignoring case and Unicode's spelling variants (NFKC)",
+      ),
       email: Email(),
       available: PesosOrZero(
         "Initial main balance, MXN, taken from yours; 0 is allowed",

@@ -5,9 +5,9 @@ import { containsCardNumber, isLuhnValid } from "../../domain/luhn.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { type AccountType, accountTypeCodes, accountTypeOf } from "../../domain/spei.ts";
 import { cardNumberRule, type ValidationDetail, validationError } from "../../errors.ts";
-import { Email, Text } from "../../http/schemas.ts";
+import { Email, VisibleText } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
-import { characterCount } from "../../text.ts";
+import { characterCount, hasInvisibleCharacter } from "../../text.ts";
 import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
 
 /**
@@ -18,7 +18,7 @@ import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
  * the schema.
  */
 export const BeneficiaryProperties = {
-  payment_concept: Text(1, limits.speiConceptLengthMax, "Concepto de pago, 1-40 characters"),
+  payment_concept: VisibleText(1, limits.speiConceptLengthMax, "Concepto de pago, 1-40 characters"),
   beneficiary_account: Type.String({
     pattern: "^([0-9]{10}|[0-9]{16}|[0-9]{18})$",
     "x-message": "must be 10 (phone), 16 (card) or 18 (CLABE) digits",
@@ -30,7 +30,7 @@ export const BeneficiaryProperties = {
     maxLength: 40,
     description: "Banxico code from GET /v1/catalogs/transfer_institutions",
   }),
-  beneficiary_name: Text(1, limits.speiNameLengthMax, "1-40 characters"),
+  beneficiary_name: VisibleText(1, limits.speiNameLengthMax, "1-40 characters"),
   numeric_reference: Type.String({
     pattern: `^[0-9]{1,${limits.speiNumericReferenceDigitsMax}}$`,
     "x-message": `must be 1-${limits.speiNumericReferenceDigitsMax} digits`,
@@ -42,9 +42,6 @@ export const BeneficiaryProperties = {
   }),
   beneficiary_email: Email(),
 };
-
-// SPEI carries printable text; control characters are return cause 19 at the receiver.
-const controlCharacters = /\p{Cc}/u;
 
 export interface BeneficiaryInput {
   payment_concept: string;
@@ -138,6 +135,9 @@ function checkText(
   if (characters === 0) fail(field, "minLength", "must be at least 1 characters");
   else if (!/\S/.test(value)) fail(field, "blank", "must not be blank");
   else if (characters > max) fail(field, "maxLength", `must be at most ${max} characters`);
-  else if (controlCharacters.test(value)) fail(field, "characters", "must not contain control characters");
+  // SPEI carries printable text (control characters are return cause 19 at the receiver), and an
+  // invisible one makes a name or concept read otherwise than it is sent.
+  else if (hasInvisibleCharacter(value))
+    fail(field, "characters", "must not contain control or invisible characters");
   if (containsCardNumber(value)) fail(field, cardNumberRule, "must not contain a card number");
 }
