@@ -1,7 +1,7 @@
 // Proves what free text may hold: a card number, with or without separators, is refused with 1010 in
 // every kind of field that takes free text, and the refusal writes nothing and never echoes it;
 // other numbers (not Luhn-valid, a CLABE, identifiers in their own fields) are accepted; text for the
-// SPEI rail refuses control and invisible characters.
+// SPEI rail refuses control and invisible characters; text the rail sends is masked, never refused.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { buildClabe, isValidClabe } from "../src/domain/clabe.ts";
@@ -11,6 +11,7 @@ import { call, createSubClient, createTenant, expectError, expectOk, type Tenant
 import { type AssignedCard, createProduct, spendableCard } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { cardholderBody, subclientBody } from "./helpers/people.ts";
+import { abono, eventsOf, postSigned } from "./helpers/rails.ts";
 import { changesBetween, snapshot, tablesOf } from "./helpers/routes.ts";
 
 const secret = "rail-secret-free-text";
@@ -280,4 +281,77 @@ test("text for the SPEI rail refuses control and invisible characters; nothing m
     }
   }
   assert.equal(await balanceOf(t.ctx.db, card.id), balance);
+});
+
+test("a card number the rail sends is masked to its last four where stored, never refused", async () => {
+  const masked = "****-****-****-4749";
+  const answer = expectOk(
+    await postSigned(
+      t,
+      "/v1/rails/spei/incoming",
+      abono(tenant.clabe, {
+        ConceptoPago: "Pago 5311-0105-6911-4749",
+        NombreOrdenante: `JUAN ${pan}`,
+      }),
+    ),
+  ) as { mensaje: string; transfer_operation: { concepto_pago: string; nombre_ordenante: string } };
+  assert.equal(answer.mensaje, "confirmar");
+  assert.equal(answer.transfer_operation.concepto_pago, `Pago ${masked}`);
+  assert.equal(answer.transfer_operation.nombre_ordenante, "JUAN ************4749");
+  // The sandbox's abono is the rail's: masked too.
+  const sandbox = expectOk(
+    await call<{ transfer_operation: { concepto_pago: string } }>(
+      t.app,
+      "POST",
+      "/v1/sandbox/spei/incoming",
+      {
+        token: tenant.token,
+        body: { clabe: tenant.clabe, amount: 1, payment_concept: `Pago ${pan}` },
+      },
+    ),
+  );
+  assert.equal(sandbox.transfer_operation.concepto_pago, "Pago ************4749");
+  // A state change's detail too.
+  const sent = expectOk(
+    await call<{ transfer: { id: string; tracking_key: string; operation_date: string } }>(
+      t.app,
+      "POST",
+      "/v1/transfer/cards",
+      {
+        token: tenant.token,
+        body: {
+          card_number: card.id,
+          payment_concept: "Renta",
+          beneficiary_account: buildClabe("012", "180", 1234567n),
+          beneficiary_institution: "40012",
+          beneficiary_name: "Maria Lopez",
+          numeric_reference: "1234567",
+          beneficiary_rfc_curp: "ND",
+          beneficiary_email: "maria@example.mx",
+          amount: 1,
+          pin: "4821",
+        },
+      },
+    ),
+  ).transfer;
+  const returned = expectOk(
+    await postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: sent.tracking_key,
+      FechaOperacion: sent.operation_date,
+      Estado: "DEVOLUCION",
+      CausaDevolucion: "03",
+      Detalle: `Cuenta ${pan} cancelada`,
+    }),
+  ) as { transfer: { status_detail: string } };
+  assert.equal(returned.transfer.status_detail, "Cuenta ************4749 cancelada");
+  const stored = JSON.stringify([
+    await eventsOf(t, tenant.clientId, "transfer.in.received"),
+    await eventsOf(t, tenant.clientId, "transfer.out.returned"),
+    await t.ctx.db
+      .selectFrom("transfer_operations")
+      .select(["concepto_pago", "nombre_ordenante", "nombre_beneficiario"])
+      .execute(),
+    await t.ctx.db.selectFrom("spei_orders").select("state_detail").execute(),
+  ]);
+  assert.ok(!stored.replace(/[ .-]/g, "").includes(pan), "a card number is stored readable");
 });
