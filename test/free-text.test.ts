@@ -36,16 +36,9 @@ const panForms = [
 ];
 const where = { latitude: 19.4326, longitude: -99.1332 };
 
-/** One free-text field of one route, with a valid body around it. */
-interface FreeTextField {
-  method: "POST" | "PUT";
-  url: string;
-  field: string;
-  body: (text: string) => Record<string, unknown>;
-}
-
-function freeTextFields(sub: Tenant): FreeTextField[] {
-  const transfer = (patch: Record<string, unknown>) => ({
+/** A transfer out paid by the test's card, valid but for `patch`. */
+function transferBody(patch: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
     card_number: card.id,
     payment_concept: "Renta",
     beneficiary_account: buildClabe("012", "180", 1234567n),
@@ -57,90 +50,59 @@ function freeTextFields(sub: Tenant): FreeTextField[] {
     amount: 1,
     pin: "4821",
     ...patch,
-  });
+  };
+}
+
+/** One free-text field of one route: method, URL, field, and a valid body around a text. */
+type FreeTextField = ["POST" | "PUT", string, string, (text: string) => Record<string, unknown>];
+
+function freeTextFields(sub: Tenant): FreeTextField[] {
+  const product = { name: "Debito", card_type: "VIRTUAL", bin: "53112233", affinity_group: "NOMINA" };
+  const topup = { product_id: "TELCEL_100", phone_number: "5512345678", email: "cliente@example.com" };
+  const between = { from_client_id: tenant.clientId, to_client_id: sub.clientId, amount: 1 };
+  const cardAt = { card_number: card.id, ...where };
   return [
-    {
-      method: "POST",
-      url: "/v1/cards/payment",
-      field: "payment_description",
-      body: (text) => ({ card_number: card.id, amount: 1, payment_description: text, ...where }),
-    },
-    {
-      method: "POST",
-      url: "/v1/cards/unload",
-      field: "description",
-      body: (text) => ({ card_number: card.id, amount: 1, description: text }),
-    },
-    {
-      method: "POST",
-      url: "/v1/transfer/cards",
-      field: "payment_concept",
-      body: (text) => transfer({ payment_concept: text.slice(0, 40) }),
-    },
-    {
-      method: "POST",
-      url: "/v1/transfer/cards",
-      field: "beneficiary_name",
-      body: (text) => transfer({ beneficiary_name: text.slice(0, 40) }),
-    },
-    {
-      method: "POST",
-      url: "/v1/clients/transfers",
-      field: "description",
-      body: (text) => ({
-        from_client_id: tenant.clientId,
-        to_client_id: sub.clientId,
-        amount: 1,
-        description: text,
-      }),
-    },
-    {
-      method: "POST",
-      url: "/v1/cardholders",
-      field: "observations",
-      body: (text) => cardholderBody({ observations: text }),
-    },
-    {
-      method: "POST",
-      url: "/v1/clients",
-      field: "name",
-      body: (text) => subclientBody({ name: text.slice(0, 30) }),
-    },
-    {
-      method: "POST",
-      url: "/v1/products",
-      field: "description",
-      body: (text) => ({
-        name: "Debito",
-        description: text,
-        card_type: "VIRTUAL",
-        bin: "53112233",
-        affinity_group: "NOMINA",
-      }),
-    },
-    {
-      method: "POST",
-      url: "/v1/webhooks",
-      field: "description",
-      body: (text) => ({ url: "https://hooks.example.com/free-text", description: text }),
-    },
-    {
-      method: "PUT",
-      url: "/v1/cards/status",
-      field: "reason",
-      body: (text) => ({ card_number: card.id, status: "TEMPORARY_INACTIVE", reason: text, ...where }),
-    },
-    {
-      method: "POST",
-      url: "/v1/airtime/topup",
-      field: "additional_data",
-      body: (text) => ({
-        product_id: "TELCEL_100",
-        phone_number: "5512345678",
-        email: "cliente@example.com",
-        additional_data: text,
-      }),
-    },
+    [
+      "POST",
+      "/v1/cards/payment",
+      "payment_description",
+      (text) => ({ ...cardAt, amount: 1, payment_description: text }),
+    ],
+    [
+      "POST",
+      "/v1/cards/unload",
+      "description",
+      (text) => ({ card_number: card.id, amount: 1, description: text }),
+    ],
+    [
+      "POST",
+      "/v1/transfer/cards",
+      "payment_concept",
+      (text) => transferBody({ payment_concept: text.slice(0, 40) }),
+    ],
+    [
+      "POST",
+      "/v1/transfer/cards",
+      "beneficiary_name",
+      (text) => transferBody({ beneficiary_name: text.slice(0, 40) }),
+    ],
+    ["POST", "/v1/clients/transfers", "description", (text) => ({ ...between, description: text })],
+    ["POST", "/v1/cardholders", "observations", (text) => cardholderBody({ observations: text })],
+    ["POST", "/v1/clients", "name", (text) => subclientBody({ name: text.slice(0, 30) })],
+    ["POST", "/v1/products", "description", (text) => ({ ...product, description: text })],
+    [
+      "POST",
+      "/v1/webhooks",
+      "description",
+      (text) => ({ url: "https://hooks.example.com/x", description: text }),
+    ],
+    [
+      "PUT",
+      "/v1/cards/status",
+      "reason",
+      (text) => ({ ...cardAt, status: "TEMPORARY_INACTIVE", reason: text }),
+    ],
+    ["POST", "/v1/airtime/topup", "additional_data", (text) => ({ ...topup, additional_data: text })],
   ];
 }
 
@@ -148,7 +110,7 @@ test("a card number in free text is refused with 1010, with or without separator
   const sub = await createSubClient(t, tenant);
   const tables = await tablesOf(t);
   const before = await snapshot(t, tables);
-  for (const { method, url, field, body } of freeTextFields(sub)) {
+  for (const [method, url, field, body] of freeTextFields(sub)) {
     for (const text of panForms) {
       const refused = expectError(
         await call(t.app, method, url, { token: tenant.token, body: body(text) }),
@@ -217,18 +179,11 @@ test("other numbers in free text are accepted and kept as written; identifiers k
     expectOk(
       await call(t.app, "POST", "/v1/transfer/cards", {
         token: tenant.token,
-        body: {
-          card_number: card.id,
+        body: transferBody({
           payment_concept: `Renta ref ${clabe}`.slice(0, 40),
           beneficiary_account: account,
-          beneficiary_institution: "40012",
           beneficiary_name: "José Peña Núñez",
-          numeric_reference: "1234567",
-          beneficiary_rfc_curp: "ND",
-          beneficiary_email: "jose@example.mx",
-          amount: 1,
-          pin: "4821",
-        },
+        }),
       }),
     );
   }
@@ -256,19 +211,7 @@ test("text for the SPEI rail refuses control and invisible characters; nothing m
       const refused = expectError(
         await call(t.app, "POST", "/v1/transfer/cards", {
           token: tenant.token,
-          body: {
-            card_number: card.id,
-            payment_concept: "Renta",
-            beneficiary_account: buildClabe("012", "180", 1234567n),
-            beneficiary_institution: "40012",
-            beneficiary_name: "Maria Lopez",
-            numeric_reference: "1234567",
-            beneficiary_rfc_curp: "ND",
-            beneficiary_email: "maria@example.mx",
-            amount: 1,
-            pin: "4821",
-            [field]: text,
-          },
+          body: transferBody({ [field]: text }),
         }),
         1000,
         400,
@@ -317,21 +260,7 @@ test("a card number the rail sends is masked to its last four where stored, neve
       t.app,
       "POST",
       "/v1/transfer/cards",
-      {
-        token: tenant.token,
-        body: {
-          card_number: card.id,
-          payment_concept: "Renta",
-          beneficiary_account: buildClabe("012", "180", 1234567n),
-          beneficiary_institution: "40012",
-          beneficiary_name: "Maria Lopez",
-          numeric_reference: "1234567",
-          beneficiary_rfc_curp: "ND",
-          beneficiary_email: "maria@example.mx",
-          amount: 1,
-          pin: "4821",
-        },
-      },
+      { token: tenant.token, body: transferBody() },
     ),
   ).transfer;
   const returned = expectOk(
