@@ -5,7 +5,7 @@
  * Codes have four digits: the first is the class (1 request, 2 authentication, 3 not found,
  * 4 conflict, 5 business rule, 6 dependency, 9 internal), the second the area (0 common,
  * 1 clients/keys, 2 cardholders, 3 products/cards, 4 payments, 5 SPEI, 6 airtime, 7 events).
- * The README's error table lists every entry; test/errors.test.ts keeps the two in step.
+ * The README's error table lists every entry; test/readme.test.ts keeps the two in step.
  */
 export interface ErrorDef {
   readonly code: number;
@@ -30,6 +30,7 @@ export const errors = {
   invalidIdempotencyKey: def(1006, 400, "Idempotency-Key must be 1-255 visible ASCII characters"),
   headersTooLarge: def(1007, 431, "The request line and headers are larger than 16 KiB"),
   requestTimeout: def(1008, 408, "The request did not arrive in time", true),
+  cardNumberInText: def(1010, 400, "Free text must not contain a card number"),
   invalidPublicKey: def(1101, 400, "The public key must be an RSA SPKI PEM of at least 2048 bits"),
   panInClear: def(
     1301,
@@ -216,6 +217,23 @@ export class AppError extends Error {
     this.details = options.details;
     this.headers = options.headers;
   }
+}
+
+/** The rule of a validation detail that found a card number in free text. */
+export const cardNumberRule = "card_number";
+
+/**
+ * The error for failed rules, each a detail: 1010 when one found a card number in free text, so a
+ * client can tell that refusal from other mistakes and find where its card numbers leak from;
+ * otherwise 1000. The message names the first such rule's field, and how many more failed.
+ */
+export function validationError(details: ValidationDetail[]): AppError {
+  const cardNumber = details.find((detail) => detail.rule === cardNumberRule);
+  const def = cardNumber ? errors.cardNumberInText : errors.validationFailed;
+  const first = cardNumber ?? details[0];
+  const more = details.length > 1 ? ` (and ${details.length - 1} more)` : "";
+  const message = first ? `${first.field}: ${first.message}${more}` : def.message;
+  return new AppError(def, { message, details });
 }
 
 /** A validation failure of one field, the most common error a service raises by hand. */

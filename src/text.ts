@@ -12,3 +12,15 @@ export function firstCharacters(text: string, max: number): string {
   if (text.length <= max) return text;
   return [...text].slice(0, max).join("");
 }
+
+/**
+ * Control and invisible characters, as Unicode categories for a regular expression's class:
+ * controls (Cc), format characters (Cf: zero-width spaces and joiners, direction marks,
+ * bidirectional overrides and isolates, the byte order mark) and the line and paragraph
+ * separators. Text with them can read the same as text without, or in another order than stored.
+ */
+export const invisibleCategories = "\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}";
+
+const invisibleCharacter = new RegExp(`[${invisibleCategories}]`, "u");
+
+export const hasInvisibleCharacter = (text: string): boolean => invisibleCharacter.test(text);

@@ -688,6 +688,8 @@ test("beneficiary validation: every rule of 4.10, all failures listed at once", 
     [{ beneficiary_name: "   " }, "beneficiary_name:blank"],
     [{ beneficiary_name: "N".repeat(41) }, "beneficiary_name:maxLength"],
     [{ beneficiary_name: "MARIA\nLOPEZ" }, "beneficiary_name:characters"],
+    [{ beneficiary_name: "MARIA\u202ELOPEZ" }, "beneficiary_name:characters"],
+    [{ payment_concept: "Renta\u200B" }, "payment_concept:characters"],
     [{ payment_concept: " " }, "payment_concept:blank"],
     [{ payment_concept: "C".repeat(41) }, "payment_concept:maxLength"],
     [{ beneficiary_email: "not-an-email" }, "beneficiary_email:format"],
@@ -696,6 +698,14 @@ test("beneficiary validation: every rule of 4.10, all failures listed at once", 
   assert.deepEqual(
     failing({ beneficiary_account: "1", numeric_reference: "0", beneficiary_email: "x" }).sort(),
     ["beneficiary_account:pattern", "beneficiary_email:format", "numeric_reference:minimum"],
+  );
+  // A card number in the text has its own code, as through the schema.
+  assert.throws(
+    () => validateBeneficiary({ ...beneficiary, payment_concept: "Tarjeta 5311 0105 6911 4749" }),
+    (error) =>
+      error instanceof AppError &&
+      error.def.code === 1010 &&
+      error.message === "payment_concept: must not contain a card number",
   );
 });
 

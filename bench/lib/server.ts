@@ -15,6 +15,9 @@ function parseServeScript(): { args: string[]; env: Record<string, string> } {
     scripts: Record<string, string>;
   };
   const words = (pkg.scripts.serve ?? "").split(/\s+/).filter(Boolean);
+  // `exec env`: the shell npm runs the script in is replaced, so a signal to npm reaches node.
+  if (words[0] === "exec") words.shift();
+  if (words[0] === "env") words.shift();
   const env: Record<string, string> = {};
   while (words[0]?.includes("=")) {
     const word = words.shift() ?? "";

@@ -3,6 +3,7 @@ import { loadConfig } from "../config.ts";
 import { createContext } from "../context.ts";
 import { type Database, openDatabase } from "../db/database.ts";
 import { migrate } from "../db/migrate.ts";
+import { containsCardNumber } from "../domain/luhn.ts";
 import { AppError } from "../errors.ts";
 import { parsePesosText, toPesos } from "../ledger/money.ts";
 import { limits } from "../limits.ts";
@@ -48,11 +49,12 @@ function defaultAlias(name: string): string {
   return alias.length >= 3 ? alias : alias.padEnd(3, "X");
 }
 
-/** The API's rules for required text: something besides spaces, and no control characters. */
+/** The API's rules for required text: something besides spaces, no control characters, no card number. */
 function checkText(value: string, flag: string): void {
   if (!/\S/.test(value)) throw new Error(`${flag} must not be blank`);
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
   if (/[\u0000-\u001f\u007f]/.test(value)) throw new Error(`${flag} must not contain control characters`);
+  if (containsCardNumber(value)) throw new Error(`${flag} must not contain a card number`);
 }
 
 async function tenantCreate(args: string[]): Promise<void> {

@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { isDatabaseUnavailable, isOutcomeUnknown, isTransientDatabaseError } from "../db/failures.ts";
-import { AppError, type ErrorDef, errors } from "../errors.ts";
+import { AppError, type ErrorDef, errors, validationError } from "../errors.ts";
 import { failure } from "./envelope.ts";
 import { validationDetails } from "./validation.ts";
 
@@ -34,14 +34,8 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
     const details = validationDetails(fastifyError.validation as never, fastifyError.validationContext);
-    const first = details[0];
-    const message = first ? `${first.field}: ${first.message}` : "The request is invalid";
-    return send(
-      reply,
-      errors.validationFailed,
-      details.length > 1 ? `${message} (and ${details.length - 1} more)` : message,
-      details,
-    );
+    const refused = validationError(details);
+    return send(reply, refused.def, refused.message, refused.details);
   }
   const mapped = fastifyError.code ? fastifyCodes[fastifyError.code] : undefined;
   if (mapped) return send(reply, mapped, mapped.message);

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
 import type { Bindings, ChildLoggerOptions, Logger } from "pino";
-import { isLuhnValid } from "../domain/luhn.ts";
+import { maskCardNumbers } from "../domain/luhn.ts";
 
 /**
  * pino options. Requests are logged by path only: query strings can carry personal data (RFC,
@@ -31,17 +31,6 @@ export const redactedPaths = [
   "err.client",
 ];
 
-/**
- * Text with every run of 13-19 digits that passes Luhn (a card number's shape) masked to its last
- * four. A card number in a path (`GET /v1/cards/4111...`, refused as not a UUID) or in a request
- * id must not reach a log line; ids, CLABEs and references mostly do not pass Luhn and stay.
- */
-export function maskCardNumbers(text: string): string {
-  return text.replace(/(?<![0-9])[0-9]{13,19}(?![0-9])/g, (digits) =>
-    isLuhnValid(digits) ? `${"*".repeat(digits.length - 4)}${digits.slice(-4)}` : digits,
-  );
-}
-
 let nextRequestId = 0;
 
 /**
@@ -64,6 +53,8 @@ export function loggerOptions(level: string): NonNullable<FastifyServerOptions["
       req: (req: { method: string; url: string; id: string; ip?: string }) => ({
         id: req.id,
         method: req.method,
+        // A card number in a path (`GET /v1/cards/4111...`, refused as not a UUID) must not
+        // reach a log line.
         path: maskCardNumbers(req.url.split("?")[0] ?? ""),
       }),
     },

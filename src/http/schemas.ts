@@ -1,6 +1,7 @@
 import { type Static, type TSchema, Type } from "typebox";
 import { invalidField } from "../errors.ts";
 import { limits } from "../limits.ts";
+import { invisibleCategories } from "../text.ts";
 import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 
 /**
@@ -10,13 +11,40 @@ import { EnvelopeSchema, ErrorEnvelopeSchema } from "./envelope.ts";
 export const Uuid = (description?: string) =>
   Type.String({ format: "uuid", "x-message": "must be a UUID", ...(description ? { description } : {}) });
 
-/** Free text of min-max characters; when it is required (min >= 1), spaces alone are refused (rule `blank`). */
-export const Text = (min: number, max: number, description?: string) =>
+/**
+ * Text that names or identifies something rather than says it (an RFC, a document number, the
+ * client's own reference): bounded and, when required, not blank, but a long number in it is what
+ * it should be, not a card number to refuse.
+ */
+export const Identifier = (min: number, max: number, description?: string) =>
   Type.String({
     minLength: min,
     maxLength: max,
     ...(min >= 1 ? { "x-not-blank": true } : {}),
     ...(description ? { description } : {}),
+  });
+
+/**
+ * Free text of min-max characters; when it is required (min >= 1), spaces alone are refused (rule
+ * `blank`). A card number in it is refused (rule `card_number`, code 1010): free text is stored,
+ * answered and sent on as written, and a card number must never be kept readable.
+ */
+export const Text = (min: number, max: number, description?: string) =>
+  Type.String({
+    ...Identifier(min, max, description),
+    "x-no-card-number": true,
+  });
+
+/**
+ * Free text without control or invisible characters (text.ts): for what must read as it is stored,
+ * a client's alias, and what goes to the SPEI rail, where a receiving bank returns text with
+ * control characters and a bidirectional override shows a name or concept in another order.
+ */
+export const VisibleText = (min: number, max: number, description?: string) =>
+  Type.String({
+    ...Text(min, max, description),
+    pattern: `^[^${invisibleCategories}]*$`,
+    "x-message": "must not contain control or invisible characters",
   });
 
 export const Digits = (count: number, description?: string) =>

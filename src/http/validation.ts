@@ -1,7 +1,8 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
-import type { ValidationDetail } from "../errors.ts";
+import { containsCardNumber } from "../domain/luhn.ts";
+import { cardNumberRule, type ValidationDetail } from "../errors.ts";
 
 /**
  * Request validation. Bodies are validated without coercion ("100" is not an amount) and with
@@ -56,6 +57,21 @@ function makeAjv(coerce: boolean): Ajv {
       if (!enabled || value.length === 0 || /\S/.test(value)) return true;
       (validateNotBlank as unknown as { errors: Partial<ErrorObject>[] }).errors = [
         { keyword: "blank", params: {}, message: "must not be blank" },
+      ];
+      return false;
+    },
+  });
+  // Free text is stored, answered and sent on as written: a card number in it would be kept
+  // readable (PCI DSS 3.5.1). The rule's own code (1010) is chosen by validationError().
+  ajv.addKeyword({
+    keyword: "x-no-card-number",
+    type: "string",
+    schemaType: "boolean",
+    errors: true,
+    validate: function validateNoCardNumber(enabled: boolean, value: string) {
+      if (!enabled || !containsCardNumber(value)) return true;
+      (validateNoCardNumber as unknown as { errors: Partial<ErrorObject>[] }).errors = [
+        { keyword: cardNumberRule, params: {}, message: "must not contain a card number" },
       ];
       return false;
     },
@@ -224,6 +240,10 @@ function messageOf(error: ErrorObject): string {
     case "pattern":
     case "format":
       return typeof custom === "string" ? custom : `must be a valid ${error.params.format ?? "value"}`;
+    // The keywords of makeAjv() word their own rule; a schema's x-message is about another one.
+    case "blank":
+    case cardNumberRule:
+      return error.message ?? "is invalid";
     default:
       return typeof custom === "string" ? custom : (error.message ?? "is invalid");
   }

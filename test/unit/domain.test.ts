@@ -5,7 +5,14 @@ import fc from "fast-check";
 import { ConfigError, loadConfig } from "../../src/config.ts";
 import { buildClabe, clabeControlDigit, isValidClabe } from "../../src/domain/clabe.ts";
 import { curpCheckDigit, curpProblem, isValidCurp } from "../../src/domain/curp.ts";
-import { isLuhnValid, luhnCheckDigit, randomPan } from "../../src/domain/luhn.ts";
+import {
+  cardNumberSpans,
+  containsCardNumber,
+  isLuhnValid,
+  luhnCheckDigit,
+  maskCardNumbers,
+  randomPan,
+} from "../../src/domain/luhn.ts";
 import { isValidRfc, rfcCheckDigit } from "../../src/domain/rfc.ts";
 import { numericCode } from "../../src/domain/spei.ts";
 
@@ -100,6 +107,45 @@ test("Luhn: known numbers, generated PANs, single-digit errors", () => {
       assert.ok(isLuhnValid(pan));
     }),
   );
+});
+
+/** A Luhn-valid number of `length` digits not starting with 0 (and, at 18, not a valid CLABE). */
+const cardNumberOf = (length: number) =>
+  fc
+    .tuple(fc.integer({ min: 1, max: 9 }), fc.stringMatching(new RegExp(`^[0-9]{${length - 2}}$`)))
+    .map(([first, middle]) => `${first}${middle}${luhnCheckDigit(`${first}${middle}`)}`)
+    .filter((digits) => !(digits.length === 18 && isValidClabe(digits)));
+
+test("card numbers in text: found with or without separators, masked to their last four", () => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 13, max: 19 }).chain(cardNumberOf),
+      fc.array(fc.constantFrom("", " ", "-", "."), { minLength: 18, maxLength: 18 }),
+      fc.constantFrom("", "Pago ", "ref: ", "x"),
+      (digits, separators, prefix) => {
+        const written = [...digits]
+          .map((digit, i) => (i === 0 ? digit : `${separators[i - 1]}${digit}`))
+          .join("");
+        const text = `${prefix}${written} fin`;
+        assert.ok(containsCardNumber(text), text);
+        const masked = maskCardNumbers(text);
+        assert.equal(masked.length, text.length);
+        assert.ok(!containsCardNumber(masked), masked);
+        assert.equal(masked.replace(/[^0-9]/g, "").slice(-4), digits.slice(-4));
+        assert.equal(masked.replace(/[0-9*]/g, ""), text.replace(/[0-9]/g, ""));
+      },
+    ),
+  );
+  // Found among other numbers of the same run; not across two separators, nor inside a longer number.
+  assert.deepEqual(cardNumberSpans("1 5311 0105 6911 4749 12 27"), [[2, 21]]);
+  assert.equal(containsCardNumber("5311  0105 6911 4749"), false);
+  assert.equal(containsCardNumber("15311010569114749"), false);
+  assert.equal(containsCardNumber("53110105691147490000"), false);
+  // Not card numbers: Luhn fails, too short, a leading 0, a valid CLABE, a UUID.
+  for (const text of ["5311010569114748", "411111111111", "0000000000000000", "646180000000000119"]) {
+    assert.equal(containsCardNumber(text), false, text);
+  }
+  assert.equal(containsCardNumber("a1700000-0000-4000-8000-000000000100"), false);
 });
 
 test("collection CLABEs can only be issued under a SPEI participant's bank code", () => {

@@ -3,7 +3,8 @@ import { Writable } from "node:stream";
 import { describe, it } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import { pino } from "pino";
-import { loggerOptions, maskCardNumbers, requestLoggerFactory } from "../../src/http/logger.ts";
+import { maskCardNumbers } from "../../src/domain/luhn.ts";
+import { loggerOptions, requestLoggerFactory } from "../../src/http/logger.ts";
 
 /** A pino logger at `level` as the service configures it, and the lines it wrote. */
 function capture(level: string): { root: FastifyBaseLogger; lines: Array<Record<string, unknown>> } {

@@ -1,5 +1,5 @@
 import { type Static, Type } from "typebox";
-import { Digits, Email, OrNull, Text } from "../../http/schemas.ts";
+import { Digits, Email, Identifier, OrNull, Text } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 
 const KeyValue = Type.Object({ key: Type.String(), value: Type.String() });
@@ -51,7 +51,7 @@ export const TopupBody = Type.Object(
           "Paying card: its 16 digits ciphered under the system key, or its UUID. Omit to pay from your main balance.",
       }),
     ),
-    product_id: Text(
+    product_id: Identifier(
       1,
       limits.airtimeProductIdLengthMax,
       "Airtime product: its id (UUID) or SKU (TELCEL_100)",

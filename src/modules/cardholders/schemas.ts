@@ -1,5 +1,14 @@
 import { type Static, Type } from "typebox";
-import { DateString, Digits, Email, OrNull, PesosOrZero, Text, Uuid } from "../../http/schemas.ts";
+import {
+  DateString,
+  Digits,
+  Email,
+  Identifier,
+  OrNull,
+  PesosOrZero,
+  Text,
+  Uuid,
+} from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
 import { AddressFields } from "../clients/schemas.ts";
@@ -14,14 +23,14 @@ export const CreateCardholderBody = Type.Object(
     second_surname: Text(1, 12),
     work_area: Type.Optional(Text(1, 50)),
     rfc: Type.Optional(
-      Text(
+      Identifier(
         10,
         13,
         "A person's RFC (lower case is converted). Required unless an active product of the client or an ancestor allows a blank rfc",
       ),
     ),
     curp: Type.Optional(
-      Text(
+      Identifier(
         18,
         18,
         "CURP (lower case is converted). Required unless an active product of the client or an ancestor allows a blank curp",
@@ -38,7 +47,7 @@ export const CreateCardholderBody = Type.Object(
     gross_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals", limits.monthlyIncomeCentsMax)),
     net_monthly_income: Type.Optional(PesosOrZero("MXN, at most 2 decimals", limits.monthlyIncomeCentsMax)),
     observations: Type.Optional(Text(0, 100)),
-    external_id: Type.Optional(Text(0, 40)),
+    external_id: Type.Optional(Identifier(0, 40, "Your own reference for the cardholder")),
     client_id: Type.Optional(Uuid("Yours or one of your sub-clients'; when omitted, yours")),
   },
   { additionalProperties: false },
@@ -49,9 +58,9 @@ export type CreateCardholderBody = Static<typeof CreateCardholderBody>;
 export const CardholderQuery = Type.Object(
   {
     id: Type.Optional(Uuid()),
-    rfc: Type.Optional(Text(10, 13)),
-    curp: Type.Optional(Text(18, 18)),
-    email: Type.Optional(Text(5, 100, "Compared ignoring case")),
+    rfc: Type.Optional(Identifier(10, 13)),
+    curp: Type.Optional(Identifier(18, 18)),
+    email: Type.Optional(Identifier(5, 100, "Compared ignoring case")),
     primary_phone: Type.Optional(Digits(10)),
     mobile_phone: Type.Optional(Digits(10)),
   },

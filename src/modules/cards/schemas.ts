@@ -2,6 +2,7 @@ import { Type } from "typebox";
 import {
   CursorQuery,
   Digits,
+  Identifier,
   Latitude,
   Longitude,
   NextCursor,
@@ -43,7 +44,7 @@ export const AssignCardBody = Type.Object(
     cardholder_id: Uuid(),
     product_id: Uuid(),
     document_type: CatalogKey("document_type", "A key of the document type catalog"),
-    document_number: Text(1, 27),
+    document_number: Identifier(1, 27),
     observations: Text(0, 100),
     shipping_method: Type.Union([Type.Literal("B2B"), Type.Literal("B2C"), Type.Literal("CUSTOM")]),
     delivery_type: Type.Union([Type.Literal("STANDARD"), Type.Literal("EXPRESS")]),

@@ -5,6 +5,7 @@ import {
   Digits,
   DigitsBetween,
   Email,
+  Identifier,
   NextCursor,
   OrNull,
   PageQuery,
@@ -12,6 +13,7 @@ import {
   PesosOrZero,
   Text,
   Uuid,
+  VisibleText,
 } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { CatalogKey } from "../catalogs/schemas.ts";
@@ -36,15 +38,13 @@ export function createClientBody(passwordMinLength: number) {
   return Type.Object(
     {
       name: Text(5, 30),
-      alias: Type.String({
-        ...Text(3, 10),
-        // Invisible characters (a zero-width space, a direction mark) would make two aliases that
-        // read alike differ.
-        pattern: "^[^\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}]*$",
-        "x-message": "must not contain control or invisible characters",
-        description:
-          "Unique among the clients of your organisation, ignoring case and Unicode's spelling variants (NFKC)",
-      }),
+      // Invisible characters (a zero-width space, a direction mark) would make two aliases that
+      // read alike differ.
+      alias: VisibleText(
+        3,
+        10,
+        "Unique among the clients of your organisation, ignoring case and Unicode's spelling variants (NFKC)",
+      ),
       email: Email(),
       available: PesosOrZero(
         "Initial main balance, MXN, taken from yours; 0 is allowed",
@@ -52,7 +52,7 @@ export function createClientBody(passwordMinLength: number) {
       ),
       phone: Digits(10),
       mobile_phone: Digits(10),
-      rfc: Text(10, 13, "The client's RFC (upper case; lower case is converted)"),
+      rfc: Identifier(10, 13, "The client's RFC (upper case; lower case is converted)"),
       ...AddressFields,
       contact_name: Text(1, 12),
       contact_second_name: Type.Optional(Text(1, 12)),

@@ -1,23 +1,24 @@
 import { Type } from "typebox";
 import { clabeBankPrefix, isValidClabe } from "../../domain/clabe.ts";
 import { isValidCurp } from "../../domain/curp.ts";
-import { isLuhnValid } from "../../domain/luhn.ts";
+import { containsCardNumber, isLuhnValid } from "../../domain/luhn.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { type AccountType, accountTypeCodes, accountTypeOf } from "../../domain/spei.ts";
-import { AppError, errors, type ValidationDetail } from "../../errors.ts";
-import { Email, Text } from "../../http/schemas.ts";
+import { cardNumberRule, type ValidationDetail, validationError } from "../../errors.ts";
+import { Email, VisibleText } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
-import { characterCount } from "../../text.ts";
+import { characterCount, hasInvisibleCharacter } from "../../text.ts";
 import { type InstitutionItem, institutionByCode } from "../catalogs/data.ts";
 
 /**
  * The beneficiary fields of a transfer out (contract 4.10), validated in one place so the HTTP
  * route and any other caller apply the same rules. The body schema below checks shapes; the
  * function checks what a schema cannot (control digits, Luhn, the CLABE's bank against the
- * institution, RFC/CURP) and repeats the bounds, so it is safe to call without the schema.
+ * institution, RFC/CURP) and repeats the bounds and the text rules, so it is safe to call without
+ * the schema.
  */
 export const BeneficiaryProperties = {
-  payment_concept: Text(1, limits.speiConceptLengthMax, "Concepto de pago, 1-40 characters"),
+  payment_concept: VisibleText(1, limits.speiConceptLengthMax, "Concepto de pago, 1-40 characters"),
   beneficiary_account: Type.String({
     pattern: "^([0-9]{10}|[0-9]{16}|[0-9]{18})$",
     "x-message": "must be 10 (phone), 16 (card) or 18 (CLABE) digits",
@@ -29,7 +30,7 @@ export const BeneficiaryProperties = {
     maxLength: 40,
     description: "Banxico code from GET /v1/catalogs/transfer_institutions",
   }),
-  beneficiary_name: Text(1, limits.speiNameLengthMax, "1-40 characters"),
+  beneficiary_name: VisibleText(1, limits.speiNameLengthMax, "1-40 characters"),
   numeric_reference: Type.String({
     pattern: `^[0-9]{1,${limits.speiNumericReferenceDigitsMax}}$`,
     "x-message": `must be 1-${limits.speiNumericReferenceDigitsMax} digits`,
@@ -65,11 +66,9 @@ export interface Beneficiary {
   numericReference: string;
 }
 
-// SPEI carries printable text; control characters are return cause 19 at the receiver.
-const controlCharacters = /\p{Cc}/u;
 const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-/** The validated beneficiary, or AppError 1000 naming every failed rule. */
+/** The validated beneficiary, or AppError 1000 (1010 for a card number in text) naming every failed rule. */
 export function validateBeneficiary(input: BeneficiaryInput): Beneficiary {
   const details: ValidationDetail[] = [];
   const fail = (field: string, rule: string, message: string) => details.push({ field, rule, message });
@@ -112,13 +111,7 @@ export function validateBeneficiary(input: BeneficiaryInput): Beneficiary {
   if (characterCount(input.beneficiary_email) > 100 || !emailPattern.test(input.beneficiary_email)) {
     fail("beneficiary_email", "format", "must be an email address");
   }
-  if (details.length > 0 || !institution || !accountType) {
-    const first = details[0];
-    throw new AppError(errors.validationFailed, {
-      message: first ? `${first.field}: ${first.message}` : errors.validationFailed.message,
-      details,
-    });
-  }
+  if (details.length > 0 || !institution || !accountType) throw validationError(details);
   return {
     account: input.beneficiary_account,
     accountType,
@@ -142,5 +135,9 @@ function checkText(
   if (characters === 0) fail(field, "minLength", "must be at least 1 characters");
   else if (!/\S/.test(value)) fail(field, "blank", "must not be blank");
   else if (characters > max) fail(field, "maxLength", `must be at most ${max} characters`);
-  else if (controlCharacters.test(value)) fail(field, "characters", "must not contain control characters");
+  // SPEI carries printable text (control characters are return cause 19 at the receiver), and an
+  // invisible one makes a name or concept read otherwise than it is sent.
+  else if (hasInvisibleCharacter(value))
+    fail(field, "characters", "must not contain control or invisible characters");
+  if (containsCardNumber(value)) fail(field, cardNumberRule, "must not contain a card number");
 }

@@ -4,6 +4,7 @@ import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
+import { maskCardNumbers } from "../../domain/luhn.ts";
 import { newTrackingKey, operationDateOf, trackingKeyDate } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
@@ -197,7 +198,9 @@ export async function applyStateChangeTx(
   order: repo.SpeiOrderRow,
   change: SpeiStateChange,
 ): Promise<boolean> {
-  const detail = firstCharacters(change.detalle, limits.railDetailLengthMax) || null;
+  // The rail's text is masked, not refused (a refusal leaves the order unsettled), and before
+  // the cut, so no part of a card number is left readable.
+  const detail = firstCharacters(maskCardNumbers(change.detalle), limits.railDetailLengthMax) || null;
   let applied = false;
   if (change.estado === "LIQUIDACION") {
     applied = await repo.transitionOrder(tx, order.id, ["PENDIENTE", "ENVIADA"], "LIQUIDADA", {

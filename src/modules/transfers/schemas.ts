@@ -13,6 +13,7 @@ import {
   DateString,
   Digits,
   DigitsBetween,
+  Identifier,
   instantOf,
   NextCursor,
   OrNull,
@@ -356,19 +357,26 @@ export function abonoOf(body: IncomingBodyType): Abono {
 
 // ---- sandbox ----
 
+/**
+ * The sandbox's abono text takes what the rail's may hold: a card number in it is masked when
+ * stored (receiveAbonoTx), not refused, so a client sees what Emisor does with the rail's.
+ */
+const SandboxRailText = (min: number, max: number) =>
+  Type.String({ ...Text(min, max), "x-no-card-number": false });
+
 export const SandboxIncomingBody = Type.Object(
   {
     clabe: Digits(18, "One of your collection CLABEs (or a sub-client's)"),
     amount: Pesos("Amount, MXN; above 10,000,000.00 the abono is returned with cause 20, as the rail's is"),
     tracking_key: Type.Optional(TrackingKey),
     operation_date: Type.Optional(DateString("Defaults to today (Mexico City)")),
-    payer_name: Type.Optional(Text(1, limits.speiNameLengthMax)),
+    payer_name: Type.Optional(SandboxRailText(1, limits.speiNameLengthMax)),
     payer_account: Type.Optional(DigitsBetween(10, 18)),
     payer_institution: Type.Optional(
       Type.String({ pattern: "^[0-9]{4,5}$", "x-message": "must be a Banxico code" }),
     ),
-    payer_rfc_curp: Type.Optional(Text(2, limits.speiRfcCurpLengthMax)),
-    payment_concept: Type.Optional(Text(1, limits.speiConceptLengthMax)),
+    payer_rfc_curp: Type.Optional(Identifier(2, limits.speiRfcCurpLengthMax)),
+    payment_concept: Type.Optional(SandboxRailText(1, limits.speiConceptLengthMax)),
     numeric_reference: Type.Optional(
       Type.String({
         pattern: "^[0-9]{1,7}$",

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { buildClabe } from "../../domain/clabe.ts";
+import { maskCardNumbers } from "../../domain/luhn.ts";
 import {
   daysBetween,
   newTrackingKey,
@@ -132,7 +133,8 @@ export async function receiveAbono(db: Db, abono: Abono): Promise<AbonoResult> {
  * type, 02 blocked (or client disabled), 03 cancelled, 14 no numeric reference (0: SPEI's is
  * 1-7 digits, greater than 0), 20 above the credit limit; 30 when the tracking key was used that
  * day for a different transfer. Returned, not answered 400: a 400 would make the rail retry a
- * transfer Emisor will never take.
+ * transfer Emisor will never take. For the same reason a card number in the abono's names or
+ * concept is masked to its last four, not refused: it is stored, listed and sent in events.
  * Throws AbonoRaced when a concurrent copy committed first (see receiveAbono).
  */
 export async function receiveAbonoTx(tx: Tx, abono: Abono): Promise<AbonoResult> {
@@ -172,13 +174,13 @@ export async function receiveAbonoTx(tx: Tx, abono: Abono): Promise<AbonoResult>
     institucion_beneficiaria: abono.institucionBeneficiaria,
     clave_rastreo: abono.claveRastreo,
     monto_cents: abono.montoCents,
-    nombre_beneficiario: abono.nombreBeneficiario,
+    nombre_beneficiario: maskCardNumbers(abono.nombreBeneficiario),
     tipo_cuenta_beneficiario: abono.tipoCuentaBeneficiario,
     cuenta_beneficiario: abono.cuentaBeneficiario,
     rfc_curp_beneficiario: abono.rfcCurpBeneficiario ?? "",
-    concepto_pago: abono.conceptoPago,
+    concepto_pago: maskCardNumbers(abono.conceptoPago),
     referencia_numerica: abono.referenciaNumerica,
-    nombre_ordenante: abono.nombreOrdenante,
+    nombre_ordenante: maskCardNumbers(abono.nombreOrdenante),
     tipo_cuenta_ordenante: abono.tipoCuentaOrdenante,
     cuenta_ordenante: abono.cuentaOrdenante,
     rfc_curp_ordenante: abono.rfcCurpOrdenante,
