@@ -5,7 +5,12 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
 import { registerAuth } from "./http/auth.ts";
-import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
+import {
+  handleClientError,
+  handleFrameworkError,
+  registerErrorHandling,
+  schemaErrorMessage,
+} from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
 import { registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
@@ -78,6 +83,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     // Router errors (bad percent-encoding, over-long path parameter) answer as envelopes too.
     frameworkErrors: handleFrameworkError,
     clientErrorHandler: handleClientError,
+    schemaErrorFormatter: schemaErrorMessage,
   }).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: Fastify would otherwise parse text/plain bodies into strings instead of a 415.

@@ -6,6 +6,8 @@ import { availableParallelism } from "node:os";
 export const limits = {
   /** Largest request body accepted, in bytes. */
   bodyBytesMax: 64 * 1024,
+  /** Failed rules a 1000 lists in data.details; data.total counts them all. */
+  validationDetailsMax: 10,
   /** Time for a request's headers and body to arrive (ms): 64 KiB in 30 s is a 17 kbit/s link. */
   requestArrivalMs: 30_000,
   /** Deepest nesting of objects and arrays in a JSON body (the API's bodies use 3). */

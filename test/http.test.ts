@@ -66,6 +66,7 @@ test("a query string that is not percent-encoded UTF-8 is 400/1000 naming its ke
       details: [
         { field: "email", rule: "encoding", message: "the query string must be percent-encoded UTF-8" },
       ],
+      total: 1,
     });
   }
   // Well-formed UTF-8 and "+" for a space still decode and are looked up.
@@ -91,6 +92,7 @@ test("a NUL character or a lone surrogate in any text is 400/1000 naming the fie
         message: "must not contain a NUL character or an unpaired surrogate",
       },
     ],
+    total: 1,
   });
   const nested = await call(t.app, "POST", "/v1/auth/login", {
     body: { api_client: { api_key: "ek_x\u0000", password: "p" } },
@@ -142,6 +144,50 @@ test("wrong content type: 415 envelope 1003", async () => {
 test("body over the limit: 413 envelope 1002", async () => {
   const big = JSON.stringify({ api_client: { api_key: "x".repeat(limits.bodyBytesMax), password: "p" } });
   expectError(await call(t.app, "POST", "/v1/auth/login", { raw: big }), 1002, 413);
+});
+
+test("a body of thousands of unknown fields: 1000 lists the first few failed rules and counts them all", async () => {
+  type Failure = { details: Array<{ field: string; rule: string }>; total: number };
+  const unknown = (count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`f${i}`, 0]));
+  // Before login.
+  const login = await t.app.inject({
+    method: "POST",
+    url: "/v1/auth/login",
+    headers: { "content-type": "application/json" },
+    payload: JSON.stringify({ api_client: { api_key: "k", password: "p" }, ...unknown(350) }),
+  });
+  assert.equal(login.statusCode, 400);
+  const anonymous = login.json() as { code: number; message: string; data: Failure };
+  assert.equal(anonymous.code, 1000);
+  assert.equal(anonymous.data.total, 350);
+  assert.equal(anonymous.data.details.length, limits.validationDetailsMax);
+  assert.deepEqual(anonymous.data.details[0], {
+    field: "f0",
+    rule: "additionalProperties",
+    message: "is not a known field",
+  });
+  assert.equal(anonymous.message, "f0: is not a known field (and 349 more)");
+  assert.ok(login.rawPayload.length < 1024, `${login.rawPayload.length} bytes`);
+  // With a token, as many as the 64 KiB limit holds, and another rule failing too.
+  const many = await call(t.app, "POST", "/v1/cardholders/search", {
+    token: tenant.token,
+    body: { email: 5, ...unknown(5000) },
+  });
+  const data = expectError(many, 1000, 400).body.data as Failure;
+  assert.equal(data.total, 5001);
+  assert.equal(data.details.length, limits.validationDetailsMax);
+  assert.match(many.body.message, / \(and 5000 more\)$/);
+  // Fewer than the cap are all listed, with their count.
+  const few = await call(t.app, "POST", "/v1/cardholders/search", { token: tenant.token, body: unknown(3) });
+  assert.deepEqual(expectError(few, 1000, 400).body.data, {
+    details: ["f0", "f1", "f2"].map((field) => ({
+      field,
+      rule: "additionalProperties",
+      message: "is not a known field",
+    })),
+    total: 3,
+  });
 });
 
 test("invalid fields: 400 envelope 1000 naming each field and rule", async () => {

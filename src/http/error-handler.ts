@@ -58,10 +58,16 @@ const fastifyCodes: Record<string, ErrorDef> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: errors.malformedJson,
 };
 
-function send(reply: FastifyReply, def: ErrorDef, message: string, details?: AppError["details"]) {
+function send(
+  reply: FastifyReply,
+  def: ErrorDef,
+  message: string,
+  details?: AppError["details"],
+  total?: number,
+) {
   // A 401 names the scheme that would succeed (RFC 9110 11.6.1).
   if (def.status === 401) reply.header("www-authenticate", 'Bearer realm="emisor"');
-  return reply.code(def.status).send(failure(def, message, details));
+  return reply.code(def.status).send(failure(def, message, details, total));
 }
 
 export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
@@ -71,14 +77,18 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    const details = validationDetails(fastifyError.validation as never, fastifyError.validationContext);
+    const { details, total } = validationDetails(
+      fastifyError.validation as never,
+      fastifyError.validationContext,
+    );
     const first = details[0];
     const message = first ? `${first.field}: ${first.message}` : "The request is invalid";
     return send(
       reply,
       errors.validationFailed,
-      details.length > 1 ? `${message} (and ${details.length - 1} more)` : message,
+      total > 1 ? `${message} (and ${total - 1} more)` : message,
       details,
+      total,
     );
   }
   const mapped = fastifyError.code ? fastifyCodes[fastifyError.code] : undefined;
@@ -136,6 +146,14 @@ export function handleClientError(error: Error & { code?: string }, socket: Sock
     );
   }
   socket.destroy(error);
+}
+
+/**
+ * Fastify's message for a failed schema, which no answer uses: handleError lists a few of the
+ * errors themselves. Fastify's default formatter would join every one of them into one string.
+ */
+export function schemaErrorMessage(_errors: unknown, part: string): Error {
+  return new Error(`The ${part} is invalid`);
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
 import type { ValidationDetail } from "../errors.ts";
+import { limits } from "../limits.ts";
 
 /**
  * Request validation. Bodies are validated without coercion ("100" is not an amount) and with
@@ -229,7 +230,14 @@ function messageOf(error: ErrorObject): string {
   }
 }
 
-export function validationDetails(errors: ErrorObject[], context: string | undefined): ValidationDetail[] {
+/**
+ * The failed rules of ajv's errors, one per field and rule: the first `limits.validationDetailsMax`
+ * of them, and how many there are. Only the listed ones get a message written.
+ */
+export function validationDetails(
+  errors: ErrorObject[],
+  context: string | undefined,
+): { details: ValidationDetail[]; total: number } {
   const seen = new Set<string>();
   const details: ValidationDetail[] = [];
   // A union of literals (B2B | B2C | CUSTOM) fails once per literal: one detail lists them all.
@@ -242,19 +250,23 @@ export function validationDetails(errors: ErrorObject[], context: string | undef
   for (const error of errors) {
     // anyOf/oneOf add a summary after their branches' errors; the branches say more.
     if (error.keyword === "anyOf" || error.keyword === "oneOf" || error.keyword === "if") continue;
+    // One rule of one field, as ajv names them (a union's branches may repeat it): counted from
+    // ajv's own text, so that a field's name is only written for the rules listed.
+    const named = error.params.missingProperty ?? error.params.additionalProperty ?? "";
+    const key = `${error.instancePath}\u0000${named}\u0000${error.keyword}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (details.length === limits.validationDetailsMax) continue;
     const field = fieldOf(error, context);
     const values = error.keyword === "const" ? (allowed.get(field) ?? []) : [];
     const rule = values.length > 1 ? "enum" : error.keyword;
-    const key = `${field}|${rule}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
     const message =
       values.length > 1
         ? `must be one of ${values.map((v) => JSON.stringify(v)).join(", ")}`
         : messageOf(error);
     details.push({ field, rule, message });
   }
-  return details;
+  return { details, total: seen.size };
 }
 
 /**
