@@ -77,14 +77,24 @@ const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\
 const isUnstorable = (text: string) => text.includes("\u0000") || loneSurrogate.test(text);
 
 /** The JSON Pointer of the first string (or object key) holding unstorable text. */
-function firstUnstorable(value: unknown, pointer: string): string | undefined {
-  if (typeof value === "string") return isUnstorable(value) ? pointer : undefined;
+function firstUnstorable(value: unknown): string | undefined {
+  return unstorablePath(value)
+    ?.map((key) => `/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`)
+    .join("");
+}
+
+/** The keys down to the first unstorable text, written only once it is found. */
+function unstorablePath(value: unknown): string[] | undefined {
+  if (typeof value === "string") return isUnstorable(value) ? [] : undefined;
   if (value === null || typeof value !== "object") return undefined;
-  for (const [key, item] of Object.entries(value)) {
-    const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`;
-    if (isUnstorable(key)) return at;
-    const found = firstUnstorable(item, at);
-    if (found !== undefined) return found;
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (isUnstorable(key)) return [key];
+    const inner = unstorablePath(record[key]);
+    if (inner !== undefined) {
+      inner.unshift(key);
+      return inner;
+    }
   }
   return undefined;
 }
@@ -97,7 +107,7 @@ const unstorableEverywhere = new RegExp(`\u0000|${loneSurrogate.source}`, "g");
  * character PostgreSQL cannot store (elsewhere such text is refused with rule `x-text`).
  */
 export function replaceUnstorable(value: unknown): unknown {
-  return firstUnstorable(value, "") === undefined ? value : replaced(value);
+  return firstUnstorable(value) === undefined ? value : replaced(value);
 }
 
 function replaced(value: unknown): unknown {
@@ -160,7 +170,7 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
       checked.errors = [textual];
       return false;
     }
-    const bad = firstUnstorable(data, "");
+    const bad = firstUnstorable(data);
     if (bad !== undefined) {
       checked.errors = [
         {
