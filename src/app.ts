@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
-import { registerAuth } from "./http/auth.ts";
+import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
 import {
   handleClientError,
   handleFrameworkError,
@@ -93,6 +93,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   // First, so that the plugins' own routes (/docs) answer their errors in the envelope too: a
   // plugin's context keeps the error handler of the moment it is registered.
   registerErrorHandling(app);
+  registerAnonymousBodyLimit(app);
   // A request that arrives once shutdown has begun (the next one on a keep-alive connection, sent
   // before the client saw the connection close) is answered 6002 and not run: run, it could
   // commit and then find its connection closed, and the caller would pay again on retry.

@@ -6,6 +6,16 @@ import { availableParallelism } from "node:os";
 export const limits = {
   /** Largest request body accepted, in bytes. */
   bodyBytesMax: 64 * 1024,
+  /**
+   * Bodies of the operations that need no token are smaller, so that an anonymous caller cannot
+   * make Emisor parse and validate much more than a real call sends: a login (an API key of at most
+   * 100 characters and a password of at most 128, each fitting even when every character is sent as
+   * a \u escape), a rail callback (a SPEI message, whose fields the rail may add to), and any other
+   * (health, metrics, the OpenAPI document: they read no body).
+   */
+  loginBodyBytesMax: 4 * 1024,
+  railCallbackBodyBytesMax: 16 * 1024,
+  anonymousBodyBytesMax: 1024,
   /** Failed rules a 1000 lists in data.details; data.total counts them all. */
   validationDetailsMax: 10,
   /** Time for a request's headers and body to arrive (ms): 64 KiB in 30 s is a 17 kbit/s link. */

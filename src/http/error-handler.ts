@@ -52,7 +52,6 @@ function isTransientDatabaseError(error: unknown): boolean {
 
 const fastifyCodes: Record<string, ErrorDef> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: errors.unsupportedMediaType,
-  FST_ERR_CTP_BODY_TOO_LARGE: errors.bodyTooLarge,
   FST_ERR_CTP_EMPTY_JSON_BODY: errors.bodyRequired,
   FST_ERR_CTP_INVALID_JSON_BODY: errors.malformedJson,
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: errors.malformedJson,
@@ -89,6 +88,15 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
       total > 1 ? `${message} (and ${total - 1} more)` : message,
       details,
       total,
+    );
+  }
+  if (fastifyError.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    // Operations that need no token take smaller bodies than the rest: the answer says which limit.
+    const limit = request.routeOptions.bodyLimit;
+    return send(
+      reply,
+      errors.bodyTooLarge,
+      `The body is larger than this operation's limit of ${limit} bytes`,
     );
   }
   const mapped = fastifyError.code ? fastifyCodes[fastifyError.code] : undefined;

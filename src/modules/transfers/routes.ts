@@ -188,6 +188,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     "/v1/rails/spei/incoming",
     {
       config: { auth: false },
+      bodyLimit: limits.railCallbackBodyBytesMax,
       schema: {
         tags: ["rails"],
         operationId: "receiveSpeiTransfer",
@@ -204,6 +205,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     "/v1/rails/spei/order-state",
     {
       config: { auth: false },
+      bodyLimit: limits.railCallbackBodyBytesMax,
       schema: {
         tags: ["rails"],
         operationId: "receiveSpeiOrderState",
