@@ -161,9 +161,10 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
 
 /**
  * The rail's callbacks: no bearer token, an HMAC signature over the exact body bytes instead
- * (signature.ts). Registered in their own scope, whose JSON parser keeps those bytes. With no
- * secret configured every call is refused with 503 (6501), so the rail retries rather than
- * giving up, and nothing unsigned is ever accepted.
+ * (signature.ts). Registered in their own scope, whose JSON parser checks the signature over those
+ * bytes before reading them, so an unsigned call costs one HMAC and no parsing. With no secret
+ * configured every call is refused with 503 (6501), so the rail retries rather than giving up, and
+ * nothing unsigned is ever accepted.
  */
 async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): Promise<void> {
   scope.decorateRequest("rawBody", undefined);
@@ -172,13 +173,15 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     const raw = body as Buffer;
     request.rawBody = raw;
     try {
+      checkSignature(ctx, request);
       done(null, readJsonBody(request, raw));
     } catch (error) {
       done(error as Error, undefined);
     }
   });
   scope.addHook("preValidation", async (request) => {
-    checkSignature(ctx, request);
+    // A call with no body and no Content-Type never reached the parser.
+    if (request.rawBody === undefined) checkSignature(ctx, request);
     // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
     // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
     request.body = replaceUnstorable(request.body);
