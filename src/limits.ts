@@ -40,8 +40,15 @@ export const limits = {
   apiKeyPasswordLengthMax: 30,
   pageSizeDefault: 50,
   pageSizeMax: 100,
+  /**
+   * Rows a listing reaches by page number: page x per_page at most. A page starts (page - 1) x
+   * per_page rows in, and most listings read every row before it; further on, a listing that has a
+   * cursor is read by cursor.
+   */
+  pageWindowRowsMax: 10_000,
   /** GET /v1/events reads each client's own events when the caller's subtree has at most this many clients. */
   eventsPerClientScanMax: 64,
+  /** The page number a cursor carries (a walk by cursor goes past the page window), at most. */
   pageNumberMax: 1_000_000,
   /** Failed logins from one IP address within the window before 429. */
   loginFailuresPerIpMax: 20,

@@ -5,7 +5,7 @@ import { AppError, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { readJsonBody } from "../../http/json-body.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
@@ -88,8 +88,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
       const data = await listTransferOperations(ctx.db, request.caller, request.params.clabe, {
         initDate: q.init_date,
         endDate: q.end_date,
-        page: q.page ?? 1,
-        perPage: q.per_page ?? limits.pageSizeDefault,
+        ...pageOf(q, { cursor: true }),
         cursor: q.cursor,
       });
       return ok(data);
