@@ -1,7 +1,13 @@
+import type { Server } from "node:http";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
+import Fastify, {
+  type FastifyHttpOptions,
+  type FastifyInstance,
+  type FastifyServerOptions,
+  LogController,
+} from "fastify";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
 import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
@@ -46,13 +52,10 @@ export interface BuildOptions {
   shutdown?: { closing: boolean };
 }
 
-/**
- * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
- * health), then every module, registered by hand so the whole API surface reads here.
- */
-export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+/** The server's options: its logger, limits, timeouts, and the handlers that answer in the envelope. */
+function serverOptions(ctx: AppContext, options: BuildOptions): FastifyHttpOptions<Server> {
   const arrivalMs = options.requestArrivalMs ?? limits.requestArrivalMs;
-  const app = Fastify({
+  return {
     ...(options.loggerInstance
       ? { loggerInstance: options.loggerInstance }
       : { logger: options.logger ?? loggerOptions(ctx.config.logLevel) }),
@@ -84,7 +87,15 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     frameworkErrors: handleFrameworkError,
     clientErrorHandler: handleClientError,
     schemaErrorFormatter: schemaErrorMessage,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+  };
+}
+
+/**
+ * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
+ * health), then every module, registered by hand so the whole API surface reads here.
+ */
+export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(ctx, options)).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: Fastify would otherwise parse text/plain bodies into strings instead of a 415.
   app.removeContentTypeParser("text/plain");
