@@ -1,11 +1,22 @@
+import type { Server } from "node:http";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
+import Fastify, {
+  type FastifyHttpOptions,
+  type FastifyInstance,
+  type FastifyServerOptions,
+  LogController,
+} from "fastify";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
-import { registerAuth } from "./http/auth.ts";
-import { handleClientError, handleFrameworkError, registerErrorHandling } from "./http/error-handler.ts";
+import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
+import {
+  handleClientError,
+  handleFrameworkError,
+  registerErrorHandling,
+  schemaErrorMessage,
+} from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
 import { registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
@@ -41,13 +52,10 @@ export interface BuildOptions {
   shutdown?: { closing: boolean };
 }
 
-/**
- * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
- * health), then every module, registered by hand so the whole API surface reads here.
- */
-export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+/** The server's options: its logger, limits, timeouts, and the handlers that answer in the envelope. */
+function serverOptions(ctx: AppContext, options: BuildOptions): FastifyHttpOptions<Server> {
   const arrivalMs = options.requestArrivalMs ?? limits.requestArrivalMs;
-  const app = Fastify({
+  return {
     ...(options.loggerInstance
       ? { loggerInstance: options.loggerInstance }
       : { logger: options.logger ?? loggerOptions(ctx.config.logLevel) }),
@@ -78,7 +86,16 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     // Router errors (bad percent-encoding, over-long path parameter) answer as envelopes too.
     frameworkErrors: handleFrameworkError,
     clientErrorHandler: handleClientError,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+    schemaErrorFormatter: schemaErrorMessage,
+  };
+}
+
+/**
+ * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
+ * health), then every module, registered by hand so the whole API surface reads here.
+ */
+export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(ctx, options)).withTypeProvider<TypeBoxTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   // JSON only: Fastify would otherwise parse text/plain bodies into strings instead of a 415.
   app.removeContentTypeParser("text/plain");
@@ -87,6 +104,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   // First, so that the plugins' own routes (/docs) answer their errors in the envelope too: a
   // plugin's context keeps the error handler of the moment it is registered.
   registerErrorHandling(app);
+  registerAnonymousBodyLimit(app);
   // A request that arrives once shutdown has begun (the next one on a keep-alive connection, sent
   // before the client saw the connection close) is answered 6002 and not run: run, it could
   // commit and then find its connection closed, and the caller would pay again on retry.

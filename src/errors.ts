@@ -223,15 +223,16 @@ export class AppError extends Error {
 export const cardNumberRule = "card_number";
 
 /**
- * The error for failed rules, each a detail: 1010 when one found a card number in free text, so a
- * client can tell that refusal from other mistakes and find where its card numbers leak from;
- * otherwise 1000. The message names the first such rule's field, and how many more failed.
+ * The error for failed rules, each a detail (of `total` that failed): 1010 when one found a card
+ * number in free text, so a client can tell that refusal from other mistakes and find where its
+ * card numbers leak from; otherwise 1000. The message names the first such rule's field, and how
+ * many more failed.
  */
-export function validationError(details: ValidationDetail[]): AppError {
+export function validationError(details: ValidationDetail[], total = details.length): AppError {
   const cardNumber = details.find((detail) => detail.rule === cardNumberRule);
   const def = cardNumber ? errors.cardNumberInText : errors.validationFailed;
   const first = cardNumber ?? details[0];
-  const more = details.length > 1 ? ` (and ${details.length - 1} more)` : "";
+  const more = total > 1 ? ` (and ${total - 1} more)` : "";
   const message = first ? `${first.field}: ${first.message}${more}` : def.message;
   return new AppError(def, { message, details });
 }

@@ -6,6 +6,18 @@ import { availableParallelism } from "node:os";
 export const limits = {
   /** Largest request body accepted, in bytes. */
   bodyBytesMax: 64 * 1024,
+  /**
+   * Bodies of the operations that need no token are smaller, so that an anonymous caller cannot
+   * make Emisor parse and validate much more than a real call sends: a login (an API key of at most
+   * 100 characters and a password of at most 128, each fitting even when every character is sent as
+   * a \u escape), a rail callback (a SPEI message, whose fields the rail may add to), and any other
+   * (health, metrics, the OpenAPI document: they read no body).
+   */
+  loginBodyBytesMax: 4 * 1024,
+  railCallbackBodyBytesMax: 16 * 1024,
+  anonymousBodyBytesMax: 1024,
+  /** Failed rules a 1000 lists in data.details; data.total counts them all. */
+  validationDetailsMax: 10,
   /** Time for a request's headers and body to arrive (ms): 64 KiB in 30 s is a 17 kbit/s link. */
   requestArrivalMs: 30_000,
   /** Deepest nesting of objects and arrays in a JSON body (the API's bodies use 3). */
@@ -28,8 +40,15 @@ export const limits = {
   apiKeyPasswordLengthMax: 30,
   pageSizeDefault: 50,
   pageSizeMax: 100,
+  /**
+   * Rows a listing reaches by page number: page x per_page at most. A page starts (page - 1) x
+   * per_page rows in, and most listings read every row before it; further on, a listing that has a
+   * cursor is read by cursor.
+   */
+  pageWindowRowsMax: 10_000,
   /** GET /v1/events reads each client's own events when the caller's subtree has at most this many clients. */
   eventsPerClientScanMax: 64,
+  /** The page number a cursor carries (a walk by cursor goes past the page window), at most. */
   pageNumberMax: 1_000_000,
   /** Failed logins from one IP address within the window before 429. */
   loginFailuresPerIpMax: 20,

@@ -66,6 +66,7 @@ test("a query string that is not percent-encoded UTF-8 is 400/1000 naming its ke
       details: [
         { field: "email", rule: "encoding", message: "the query string must be percent-encoded UTF-8" },
       ],
+      total: 1,
     });
   }
   // Well-formed UTF-8 and "+" for a space still decode and are looked up.
@@ -91,6 +92,7 @@ test("a NUL character or a lone surrogate in any text is 400/1000 naming the fie
         message: "must not contain a NUL character or an unpaired surrogate",
       },
     ],
+    total: 1,
   });
   const nested = await call(t.app, "POST", "/v1/auth/login", {
     body: { api_client: { api_key: "ek_x\u0000", password: "p" } },
@@ -139,9 +141,82 @@ test("wrong content type: 415 envelope 1003", async () => {
   }
 });
 
-test("body over the limit: 413 envelope 1002", async () => {
-  const big = JSON.stringify({ api_client: { api_key: "x".repeat(limits.bodyBytesMax), password: "p" } });
-  expectError(await call(t.app, "POST", "/v1/auth/login", { raw: big }), 1002, 413);
+test("body over the limit: 413 envelope 1002, naming the operation's limit", async () => {
+  const big = JSON.stringify({ email: "x".repeat(limits.bodyBytesMax) });
+  const response = await call(t.app, "POST", "/v1/cardholders/search", { token: tenant.token, raw: big });
+  expectError(response, 1002, 413);
+  assert.match(response.body.message, new RegExp(`limit of ${limits.bodyBytesMax} bytes`));
+});
+
+test("operations that need no token take small bodies: one byte over their limit is 413/1002", async () => {
+  // Padded with spaces to an exact size; at the limit the body is read (and refused on its fields).
+  const padded = (json: string, size: number) => `${json}${" ".repeat(size - Buffer.byteLength(json))}`;
+  const login = JSON.stringify({ api_client: { api_key: "ek_nobody" } });
+  const read = await call(t.app, "POST", "/v1/auth/login", { raw: padded(login, limits.loginBodyBytesMax) });
+  expectError(read, 1000, 400);
+  const over = await call(t.app, "POST", "/v1/auth/login", {
+    raw: padded(login, limits.loginBodyBytesMax + 1),
+  });
+  expectError(over, 1002, 413);
+  assert.match(over.body.message, new RegExp(`limit of ${limits.loginBodyBytesMax} bytes`));
+  // A login with the longest API key and password, every character a surrogate pair sent as \u
+  // escapes, fits.
+  const longest = JSON.stringify({
+    api_client: { api_key: "\u{1f47e}".repeat(100), password: "\u{1f47e}".repeat(128) },
+  }).replace(/\u{1f47e}/gu, "\\ud83d\\udc7e");
+  assert.ok(Buffer.byteLength(longest) <= limits.loginBodyBytesMax);
+  // The rail callbacks (this app has no rail secret: a body that is read is refused with 6501).
+  const rail = JSON.stringify({ ClaveRastreo: "X" });
+  for (const url of ["/v1/rails/spei/incoming", "/v1/rails/spei/order-state"]) {
+    const atLimit = padded(rail, limits.railCallbackBodyBytesMax);
+    expectError(await call(t.app, "POST", url, { raw: atLimit }), 6501, 503);
+    const tooBig = padded(rail, limits.railCallbackBodyBytesMax + 1);
+    expectError(await call(t.app, "POST", url, { raw: tooBig }), 1002, 413);
+  }
+});
+
+test("a body of thousands of unknown fields: 1000 lists the first few failed rules and counts them all", async () => {
+  type Failure = { details: Array<{ field: string; rule: string }>; total: number };
+  const unknown = (count: number) =>
+    Object.fromEntries(Array.from({ length: count }, (_, i) => [`f${i}`, 0]));
+  // Before login, as many as login's body limit holds.
+  const login = await t.app.inject({
+    method: "POST",
+    url: "/v1/auth/login",
+    headers: { "content-type": "application/json" },
+    payload: JSON.stringify({ api_client: { api_key: "k", password: "p" }, ...unknown(350) }),
+  });
+  assert.equal(login.statusCode, 400);
+  const anonymous = login.json() as { code: number; message: string; data: Failure };
+  assert.equal(anonymous.code, 1000);
+  assert.equal(anonymous.data.total, 350);
+  assert.equal(anonymous.data.details.length, limits.validationDetailsMax);
+  assert.deepEqual(anonymous.data.details[0], {
+    field: "f0",
+    rule: "additionalProperties",
+    message: "is not a known field",
+  });
+  assert.equal(anonymous.message, "f0: is not a known field (and 349 more)");
+  assert.ok(login.rawPayload.length < 1024, `${login.rawPayload.length} bytes`);
+  // With a token, as many as the 64 KiB limit holds, and another rule failing too.
+  const many = await call(t.app, "POST", "/v1/cardholders/search", {
+    token: tenant.token,
+    body: { email: 5, ...unknown(5000) },
+  });
+  const data = expectError(many, 1000, 400).body.data as Failure;
+  assert.equal(data.total, 5001);
+  assert.equal(data.details.length, limits.validationDetailsMax);
+  assert.match(many.body.message, / \(and 5000 more\)$/);
+  // Fewer than the cap are all listed, with their count.
+  const few = await call(t.app, "POST", "/v1/cardholders/search", { token: tenant.token, body: unknown(3) });
+  assert.deepEqual(expectError(few, 1000, 400).body.data, {
+    details: ["f0", "f1", "f2"].map((field) => ({
+      field,
+      rule: "additionalProperties",
+      message: "is not a known field",
+    })),
+    total: 3,
+  });
 });
 
 test("invalid fields: 400 envelope 1000 naming each field and rule", async () => {
@@ -277,10 +352,15 @@ test("a body that is not UTF-8, or declares another charset, is refused instead 
 
 test("JSON nested deeper than the limit is 400/1000, not a 500 from a stack overflow, even before login", async () => {
   // Regression (contract audit): 8,000 nested arrays overflowed the stack of the validation walk.
-  const deep = `{"api_client":${"[".repeat(8000)}${"]".repeat(8000)}}`;
-  const response = await call(t.app, "POST", "/v1/auth/login", { raw: deep });
+  const deep = `{"name":${"[".repeat(8000)}${"]".repeat(8000)}}`;
+  const response = await call(t.app, "POST", "/v1/cardholders/search", { token: tenant.token, raw: deep });
   expectError(response, 1000, 400);
   assert.equal((response.body.data as { details: Array<{ rule: string }> }).details[0]?.rule, "depth");
+  // Before login, as deep as login's body limit allows.
+  const deepLogin = `{"api_client":${"[".repeat(2000)}${"]".repeat(2000)}}`;
+  const anonymous = await call(t.app, "POST", "/v1/auth/login", { raw: deepLogin });
+  expectError(anonymous, 1000, 400);
+  assert.equal((anonymous.body.data as { details: Array<{ rule: string }> }).details[0]?.rule, "depth");
   const atLimit = `{"api_client":${"[".repeat(limits.jsonDepthMax - 1)}${"]".repeat(limits.jsonDepthMax - 1)}}`;
   // At the limit the body is read, and refused by the schema instead.
   const read = await call(t.app, "POST", "/v1/auth/login", { raw: atLimit });

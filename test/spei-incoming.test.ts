@@ -151,6 +151,10 @@ test("unsigned, forged, tampered and stale callbacks are 2501 and credit nothing
   assert.equal((await operationsOf(tenant.clabe)).filter((o) => o.monto_cents === 999999_00n).length, 0);
   // A bearer token is no substitute for the rail's signature.
   expectError(await call(t.app, "POST", incoming, { token: tenant.token, body }), 2501, 401);
+  // The signature is checked before the body is read: an unsigned call costs no parsing.
+  const unread = ["{not json", `{"a":${"[".repeat(100)}`, ""];
+  for (const raw of unread)
+    expectError(await postSigned(t, incoming, null, { raw, header: null }), 2501, 401);
 });
 
 test("a NUL or an unpaired surrogate in a rail's text, known field or not, is replaced, not refused", async () => {

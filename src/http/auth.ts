@@ -1,9 +1,22 @@
 import type { FastifyInstance } from "fastify";
 import { runAsTenant } from "../db/tenant-scope.ts";
 import { AppError, errors, invalidField } from "../errors.ts";
+import { limits } from "../limits.ts";
 import type { AuthService } from "../modules/auth/service.ts";
 import type { Caller } from "./caller.ts";
 import { malformedQueryPart } from "./querystring.ts";
+
+/**
+ * Routes that need no token (outside /v1, or marked `auth: false`) take a small body unless they
+ * set their own limit: what an anonymous caller sends is parsed and validated before anything
+ * else is known about it. Registered before any route.
+ */
+export function registerAnonymousBodyLimit(app: FastifyInstance): void {
+  app.addHook("onRoute", (route) => {
+    if (route.url.startsWith("/v1/") && route.config?.auth !== false) return;
+    route.bodyLimit ??= limits.anonymousBodyBytesMax;
+  });
+}
 
 /**
  * Every /v1 route requires a bearer token unless it is marked `config: { auth: false }`.

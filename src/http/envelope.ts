@@ -1,6 +1,7 @@
 import type { FastifyReply } from "fastify";
 import { type TSchema, Type } from "typebox";
 import type { ErrorDef, ValidationDetail } from "../errors.ts";
+import { limits } from "../limits.ts";
 
 /** Every /v1 response, success or failure (contract 2.1). */
 export interface Envelope<T = unknown> {
@@ -14,12 +15,25 @@ export function ok<T>(data: T, message = "OK"): Envelope<T> {
   return { success: true, code: 0, message, data };
 }
 
+/**
+ * A failure. A validation failure lists at most `limits.validationDetailsMax` of its failed rules,
+ * and `total` says how many there were: a body of thousands of unknown fields answers a few
+ * lines, not one for each (the rest are found by fixing these and sending again).
+ */
 export function failure(
   def: ErrorDef,
   message: string,
   details?: ValidationDetail[],
-): Envelope<{ details: ValidationDetail[] } | null> {
-  return { success: false, code: def.code, message, data: details ? { details } : null };
+  total = details?.length ?? 0,
+): Envelope<{ details: ValidationDetail[]; total: number } | null> {
+  if (details === undefined) return { success: false, code: def.code, message, data: null };
+  const listed = details.slice(0, limits.validationDetailsMax);
+  return {
+    success: false,
+    code: def.code,
+    message,
+    data: { details: listed, total: Math.max(total, details.length) },
+  };
 }
 
 /** `headers` (name to schema) is for the OpenAPI document only (see ResponseHeaders). */
@@ -45,7 +59,12 @@ export const ErrorEnvelopeSchema = Type.Object(
       Type.Object({
         details: Type.Array(
           Type.Object({ field: Type.String(), rule: Type.String(), message: Type.String() }),
+          {
+            maxItems: limits.validationDetailsMax,
+            description: `The failed rules, the first ${limits.validationDetailsMax} of them`,
+          },
         ),
+        total: Type.Integer({ description: "How many rules failed, listed or not" }),
       }),
     ]),
   },

@@ -14,16 +14,21 @@ import { validationDetails } from "./validation.ts";
 
 const fastifyCodes: Record<string, ErrorDef> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: errors.unsupportedMediaType,
-  FST_ERR_CTP_BODY_TOO_LARGE: errors.bodyTooLarge,
   FST_ERR_CTP_EMPTY_JSON_BODY: errors.bodyRequired,
   FST_ERR_CTP_INVALID_JSON_BODY: errors.malformedJson,
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: errors.malformedJson,
 };
 
-function send(reply: FastifyReply, def: ErrorDef, message: string, details?: AppError["details"]) {
+function send(
+  reply: FastifyReply,
+  def: ErrorDef,
+  message: string,
+  details?: AppError["details"],
+  total?: number,
+) {
   // A 401 names the scheme that would succeed (RFC 9110 11.6.1).
   if (def.status === 401) reply.header("www-authenticate", 'Bearer realm="emisor"');
-  return reply.code(def.status).send(failure(def, message, details));
+  return reply.code(def.status).send(failure(def, message, details, total));
 }
 
 export function handleError(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
@@ -33,9 +38,21 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    const details = validationDetails(fastifyError.validation as never, fastifyError.validationContext);
-    const refused = validationError(details);
-    return send(reply, refused.def, refused.message, refused.details);
+    const { details, total } = validationDetails(
+      fastifyError.validation as never,
+      fastifyError.validationContext,
+    );
+    const refused = validationError(details, total);
+    return send(reply, refused.def, refused.message, refused.details, total);
+  }
+  if (fastifyError.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+    // Operations that need no token take smaller bodies than the rest: the answer says which limit.
+    const limit = request.routeOptions.bodyLimit;
+    return send(
+      reply,
+      errors.bodyTooLarge,
+      `The body is larger than this operation's limit of ${limit} bytes`,
+    );
   }
   const mapped = fastifyError.code ? fastifyCodes[fastifyError.code] : undefined;
   if (mapped) return send(reply, mapped, mapped.message);
@@ -96,6 +113,14 @@ export function handleClientError(error: Error & { code?: string }, socket: Sock
     );
   }
   socket.destroy(error);
+}
+
+/**
+ * Fastify's message for a failed schema, which no answer uses: handleError lists a few of the
+ * errors themselves. Fastify's default formatter would join every one of them into one string.
+ */
+export function schemaErrorMessage(_errors: unknown, part: string): Error {
+  return new Error(`The ${part} is invalid`);
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {

@@ -178,11 +178,12 @@ function fieldName(path: Array<string | number>): string {
 /**
  * True when the number `token` denotes is the one JSON.parse gives. A plain token of at most 15
  * significant digits and under 20 characters always is (a double holds 15 digits, and such a
- * token can neither overflow nor underflow); anything else is compared with the double's
- * shortest decimal form, digit for digit.
+ * token can neither overflow nor underflow), and one of at most 15 characters needs no counting;
+ * anything else is compared with the double's shortest decimal form, digit for digit.
  */
 export function readsExactly(token: string): boolean {
-  if (token.length < 20 && !/[eE]/.test(token) && significantDigits(token) <= 15) return true;
+  const plain = token.length < 20 && !/[eE]/.test(token);
+  if (plain && (token.length <= 15 || significantDigits(token) <= 15)) return true;
   const read = Number(token);
   return Number.isFinite(read) && decimalKey(token) === decimalKey(String(read));
 }

@@ -157,12 +157,52 @@ export function OrNull<T extends TSchema & { type: string }>(
   return Type.Unsafe<Static<T> | null>({ ...rest, ...options, type: [type, "null"] });
 }
 
-export const PageQuery = {
-  page: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.pageNumberMax, default: 1 })),
-  per_page: Type.Optional(
-    Type.Integer({ minimum: 1, maximum: limits.pageSizeMax, default: limits.pageSizeDefault }),
-  ),
-};
+/** A listing's page size. */
+export const PerPage = Type.Optional(
+  Type.Integer({ minimum: 1, maximum: limits.pageSizeMax, default: limits.pageSizeDefault }),
+);
+
+const pageWindow = limits.pageWindowRowsMax.toLocaleString("en-US");
+
+/**
+ * `page` and `per_page` of a listing read by page number, `cursor` telling whether it also takes a
+ * cursor. How deep a page may go depends on per_page, so pageOf() checks it, not the schema.
+ */
+export function PageQuery(options: { cursor: boolean }) {
+  const further = options.cursor ? "; read further with cursor (each page's next_cursor)" : "";
+  return {
+    page: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        default: 1,
+        description: `From 1. Pages reach the first ${pageWindow} rows: page × per_page is at most ${pageWindow}${further}`,
+      }),
+    ),
+    per_page: PerPage,
+  };
+}
+
+/**
+ * The page and page size a listing reads, from its query. A page number reaches the first
+ * `limits.pageWindowRowsMax` rows, whatever the listing, as search engines bound their result
+ * window: a deeper page is refused (1000 on `page`), pointing to the cursor where the listing has
+ * one. A cursor, when sent, wins over `page`, which is then not checked.
+ */
+export function pageOf(
+  query: { page?: number | undefined; per_page?: number | undefined; cursor?: string | undefined },
+  options: { cursor: boolean },
+): { page: number; perPage: number } {
+  const page = query.page ?? 1;
+  const perPage = query.per_page ?? limits.pageSizeDefault;
+  if (query.cursor !== undefined || page * perPage <= limits.pageWindowRowsMax) return { page, perPage };
+  const last = Math.floor(limits.pageWindowRowsMax / perPage);
+  const further = options.cursor ? "; read further with cursor, passing each page's next_cursor" : "";
+  throw invalidField(
+    "page",
+    "maximum",
+    `must be at most ${last} with per_page ${perPage}: pages reach the first ${pageWindow} rows${further}`,
+  );
+}
 
 /** A listing's `cursor`: the `next_cursor` of its previous page. */
 export function CursorQuery(description: string) {

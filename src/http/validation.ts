@@ -3,6 +3,7 @@ import addFormatsModule from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
 import { containsCardNumber } from "../domain/luhn.ts";
 import { cardNumberRule, type ValidationDetail } from "../errors.ts";
+import { limits } from "../limits.ts";
 
 /**
  * Request validation. Bodies are validated without coercion ("100" is not an amount) and with
@@ -92,14 +93,24 @@ const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\
 const isUnstorable = (text: string) => text.includes("\u0000") || loneSurrogate.test(text);
 
 /** The JSON Pointer of the first string (or object key) holding unstorable text. */
-function firstUnstorable(value: unknown, pointer: string): string | undefined {
-  if (typeof value === "string") return isUnstorable(value) ? pointer : undefined;
+function firstUnstorable(value: unknown): string | undefined {
+  return unstorablePath(value)
+    ?.map((key) => `/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`)
+    .join("");
+}
+
+/** The keys down to the first unstorable text, written only once it is found. */
+function unstorablePath(value: unknown): string[] | undefined {
+  if (typeof value === "string") return isUnstorable(value) ? [] : undefined;
   if (value === null || typeof value !== "object") return undefined;
-  for (const [key, item] of Object.entries(value)) {
-    const at = `${pointer}/${key.replace(/~/g, "~0").replace(/\//g, "~1")}`;
-    if (isUnstorable(key)) return at;
-    const found = firstUnstorable(item, at);
-    if (found !== undefined) return found;
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    if (isUnstorable(key)) return [key];
+    const inner = unstorablePath(record[key]);
+    if (inner !== undefined) {
+      inner.unshift(key);
+      return inner;
+    }
   }
   return undefined;
 }
@@ -112,7 +123,7 @@ const unstorableEverywhere = new RegExp(`\u0000|${loneSurrogate.source}`, "g");
  * character PostgreSQL cannot store (elsewhere such text is refused with rule `x-text`).
  */
 export function replaceUnstorable(value: unknown): unknown {
-  return firstUnstorable(value, "") === undefined ? value : replaced(value);
+  return firstUnstorable(value) === undefined ? value : replaced(value);
 }
 
 function replaced(value: unknown): unknown {
@@ -175,7 +186,7 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
       checked.errors = [textual];
       return false;
     }
-    const bad = firstUnstorable(data, "");
+    const bad = firstUnstorable(data);
     if (bad !== undefined) {
       checked.errors = [
         {
@@ -249,7 +260,14 @@ function messageOf(error: ErrorObject): string {
   }
 }
 
-export function validationDetails(errors: ErrorObject[], context: string | undefined): ValidationDetail[] {
+/**
+ * The failed rules of ajv's errors, one per field and rule: the first `limits.validationDetailsMax`
+ * of them, and how many there are. Only the listed ones get a message written.
+ */
+export function validationDetails(
+  errors: ErrorObject[],
+  context: string | undefined,
+): { details: ValidationDetail[]; total: number } {
   const seen = new Set<string>();
   const details: ValidationDetail[] = [];
   // A union of literals (B2B | B2C | CUSTOM) fails once per literal: one detail lists them all.
@@ -262,19 +280,28 @@ export function validationDetails(errors: ErrorObject[], context: string | undef
   for (const error of errors) {
     // anyOf/oneOf add a summary after their branches' errors; the branches say more.
     if (error.keyword === "anyOf" || error.keyword === "oneOf" || error.keyword === "if") continue;
+    // One rule of one field, as ajv names them (a union's branches may repeat it): counted from
+    // ajv's own text, so that a field's name is only written for the rules listed.
+    const named = error.params.missingProperty ?? error.params.additionalProperty ?? "";
+    const key = `${error.instancePath}\u0000${named}\u0000${error.keyword}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    // Past the cap only a card number is still listed (in the last place), so its code, 1010,
+    // is the answer whatever else failed.
+    const full = details.length === limits.validationDetailsMax;
+    if (full && (error.keyword !== cardNumberRule || details.some((d) => d.rule === cardNumberRule)))
+      continue;
+    if (full) details.pop();
     const field = fieldOf(error, context);
     const values = error.keyword === "const" ? (allowed.get(field) ?? []) : [];
     const rule = values.length > 1 ? "enum" : error.keyword;
-    const key = `${field}|${rule}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
     const message =
       values.length > 1
         ? `must be one of ${values.map((v) => JSON.stringify(v)).join(", ")}`
         : messageOf(error);
     details.push({ field, rule, message });
   }
-  return details;
+  return { details, total: seen.size };
 }
 
 /**

@@ -6,6 +6,7 @@ import { noStore, ok } from "../../http/envelope.ts";
 import { TooManyRequests } from "../../http/openapi.ts";
 import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { LoginBody, LoginData } from "./schemas.ts";
 
@@ -14,6 +15,7 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
     "/v1/auth/login",
     {
       config: { auth: false },
+      bodyLimit: limits.loginBodyBytesMax,
       schema: {
         tags: ["auth"],
         operationId: "login",

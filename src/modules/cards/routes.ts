@@ -3,7 +3,7 @@ import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, NoStoreHeader, OrNull, responses } from "../../http/schemas.ts";
+import { bearerAuth, NoStoreHeader, OrNull, pageOf, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { setPin } from "./pin.ts";
 import {
@@ -209,8 +209,7 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     async (request) =>
       ok(
         await cardMovements(ctx, request.caller, request.params.id, {
-          page: request.query.page ?? 1,
-          perPage: request.query.per_page ?? limits.pageSizeDefault,
+          ...pageOf(request.query, { cursor: true }),
           cursor: request.query.cursor,
         }),
       ),

@@ -8,6 +8,7 @@ import {
   NextCursor,
   OrNull,
   PageQuery,
+  PerPage,
   Pesos,
   Text,
   Uuid,
@@ -125,7 +126,7 @@ export const SetPinBody = Type.Object(
 export const CardParams = Type.Object({ id: Uuid() });
 export const MovementsQuery = Type.Object(
   {
-    ...PageQuery,
+    ...PageQuery({ cursor: true }),
     cursor: CursorQuery("next_cursor of the previous page; wins over page"),
   },
   { additionalProperties: false },
@@ -195,7 +196,7 @@ export const ListCardsQuery = Type.Object(
     cardholder_id: Type.Optional(Uuid("Only this cardholder's cards (one of your subtree)")),
     product_id: Type.Optional(Uuid("Only cards of this product")),
     client_id: Type.Optional(Uuid("Only this client's cards (you or one of your sub-clients)")),
-    per_page: PageQuery.per_page,
+    per_page: PerPage,
     cursor: CursorQuery("next_cursor of the previous page, with the same filters and per_page"),
   },
   { additionalProperties: false },

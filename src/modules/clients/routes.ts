@@ -3,7 +3,7 @@ import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   BalanceData,
@@ -139,15 +139,10 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         response: responses(ClientListData),
       },
     },
-    async (request) =>
-      ok(
-        await listSubclients(
-          ctx.db,
-          request.caller,
-          request.query.page ?? 1,
-          request.query.per_page ?? limits.pageSizeDefault,
-        ),
-      ),
+    async (request) => {
+      const { page, perPage } = pageOf(request.query, { cursor: false });
+      return ok(await listSubclients(ctx.db, request.caller, page, perPage));
+    },
   );
 
   app.get<{ Params: Static<typeof ClientParams> }>(

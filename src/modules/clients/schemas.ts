@@ -9,6 +9,7 @@ import {
   NextCursor,
   OrNull,
   PageQuery,
+  PerPage,
   Pesos,
   PesosOrZero,
   Text,
@@ -130,7 +131,7 @@ export const BalanceData = Type.Object({
   }),
 });
 
-export const ClientListQuery = Type.Object(PageQuery, { additionalProperties: false });
+export const ClientListQuery = Type.Object(PageQuery({ cursor: false }), { additionalProperties: false });
 export const ClientParams = Type.Object({ id: Uuid() });
 export const ClientListData = Type.Object({
   clients: Type.Object({
@@ -209,7 +210,7 @@ export const ClientTransferListQuery = Type.Object(
       Uuid("Only the transfers this client paid or received (you or a client below you)"),
     ),
     ...CreatedWindowQuery,
-    per_page: PageQuery.per_page,
+    per_page: PerPage,
     cursor: CursorQuery("next_cursor of the previous page, with the same filters and per_page"),
   },
   { additionalProperties: false },

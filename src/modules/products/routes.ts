@@ -3,7 +3,7 @@ import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   CreateProductBody,
@@ -86,15 +86,10 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
         response: responses(ProductsData),
       },
     },
-    async (request) =>
-      ok(
-        await listProducts(
-          ctx,
-          request.caller,
-          request.query.page ?? 1,
-          request.query.per_page ?? limits.pageSizeDefault,
-        ),
-      ),
+    async (request) => {
+      const { page, perPage } = pageOf(request.query, { cursor: false });
+      return ok(await listProducts(ctx, request.caller, page, perPage));
+    },
   );
 
   app.get<{ Params: Static<typeof ProductParams> }>(

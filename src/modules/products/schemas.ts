@@ -51,4 +51,4 @@ export const MintStockBody = Type.Object(
 
 export const ProductParams = Type.Object({ id: Uuid() });
 export const ProductClientParams = Type.Object({ id: Uuid(), client_id: Uuid() });
-export const ProductListQuery = Type.Object(PageQuery, { additionalProperties: false });
+export const ProductListQuery = Type.Object(PageQuery({ cursor: false }), { additionalProperties: false });

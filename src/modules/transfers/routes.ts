@@ -5,7 +5,7 @@ import { AppError, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
 import { readJsonBody } from "../../http/json-body.ts";
-import { bearerAuth, responses } from "../../http/schemas.ts";
+import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
@@ -88,8 +88,7 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
       const data = await listTransferOperations(ctx.db, request.caller, request.params.clabe, {
         initDate: q.init_date,
         endDate: q.end_date,
-        page: q.page ?? 1,
-        perPage: q.per_page ?? limits.pageSizeDefault,
+        ...pageOf(q, { cursor: true }),
         cursor: q.cursor,
       });
       return ok(data);
@@ -161,9 +160,10 @@ export function registerTransferRoutes(app: FastifyInstance, ctx: AppContext): v
 
 /**
  * The rail's callbacks: no bearer token, an HMAC signature over the exact body bytes instead
- * (signature.ts). Registered in their own scope, whose JSON parser keeps those bytes. With no
- * secret configured every call is refused with 503 (6501), so the rail retries rather than
- * giving up, and nothing unsigned is ever accepted.
+ * (signature.ts). Registered in their own scope, whose JSON parser checks the signature over those
+ * bytes before reading them, so an unsigned call costs one HMAC and no parsing. With no secret
+ * configured every call is refused with 503 (6501), so the rail retries rather than giving up, and
+ * nothing unsigned is ever accepted.
  */
 async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): Promise<void> {
   scope.decorateRequest("rawBody", undefined);
@@ -172,13 +172,15 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     const raw = body as Buffer;
     request.rawBody = raw;
     try {
+      checkSignature(ctx, request);
       done(null, readJsonBody(request, raw));
     } catch (error) {
       done(error as Error, undefined);
     }
   });
   scope.addHook("preValidation", async (request) => {
-    checkSignature(ctx, request);
+    // A call with no body and no Content-Type never reached the parser.
+    if (request.rawBody === undefined) checkSignature(ctx, request);
     // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
     // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
     request.body = replaceUnstorable(request.body);
@@ -188,6 +190,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     "/v1/rails/spei/incoming",
     {
       config: { auth: false },
+      bodyLimit: limits.railCallbackBodyBytesMax,
       schema: {
         tags: ["rails"],
         operationId: "receiveSpeiTransfer",
@@ -204,6 +207,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     "/v1/rails/spei/order-state",
     {
       config: { auth: false },
+      bodyLimit: limits.railCallbackBodyBytesMax,
       schema: {
         tags: ["rails"],
         operationId: "receiveSpeiOrderState",

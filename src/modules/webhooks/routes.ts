@@ -3,7 +3,7 @@ import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
 import { sendResult } from "../../http/idempotency.ts";
-import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
+import { bearerAuth, NoStoreHeader, pageOf, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import {
   CreatedWebhookData,
@@ -59,14 +59,16 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
         response: responses(WebhookListData),
       },
     },
-    async (request) =>
-      ok(
+    async (request) => {
+      const { page, perPage } = pageOf(request.query, { cursor: false });
+      return ok(
         await service.listWebhooks(ctx.db, request.caller, {
           client_id: request.query.client_id,
-          page: request.query.page ?? 1,
-          per_page: request.query.per_page ?? limits.pageSizeDefault,
+          page,
+          per_page: perPage,
         }),
-      ),
+      );
+    },
   );
 
   app.get<ById>(

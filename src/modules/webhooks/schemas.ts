@@ -44,7 +44,7 @@ export const ReplayBody = Type.Object(
 export const WebhookParams = Type.Object({ id: Uuid() });
 
 export const ListWebhooksQuery = Type.Object(
-  { client_id: Type.Optional(Uuid("Only this client's endpoints")), ...PageQuery },
+  { client_id: Type.Optional(Uuid("Only this client's endpoints")), ...PageQuery({ cursor: false }) },
   { additionalProperties: false },
 );
 
