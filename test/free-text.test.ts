@@ -121,7 +121,7 @@ test("a card number in free text is refused with 1010, with or without separator
       assert.equal(refused.body.message, `${field}: must not contain a card number`, label);
       assert.deepEqual(
         refused.body.data,
-        { details: [{ field, rule: "card_number", message: "must not contain a card number" }] },
+        { details: [{ field, rule: "card_number", message: "must not contain a card number" }], total: 1 },
         label,
       );
     }
