@@ -5,6 +5,7 @@ import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
 import type { Database, Db } from "./db/database.ts";
 import { AuthService } from "./modules/auth/service.ts";
 import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
+import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { applySpeiStateChange } from "./modules/transfers/outgoing.ts";
 import { createRails, type Rails } from "./rails/index.ts";
@@ -19,6 +20,8 @@ export interface AppContext {
   auth: AuthService;
   /** SPEI and airtime adapters (simulators by default); closed with the app. */
   rails: Rails;
+  /** Transfers out of this process, written in batches. */
+  transferBatcher: TransferBatcher;
 }
 
 export async function createContext(
@@ -52,5 +55,6 @@ export async function createContext(
   rails.spei.onStateChange(async (change) => {
     await applySpeiStateChange(database.db, change);
   });
-  return { config, database, db: database.db, keys, systemKey, auth, rails };
+  const transferBatcher = new TransferBatcher(database.db);
+  return { config, database, db: database.db, keys, systemKey, auth, rails, transferBatcher };
 }

@@ -137,6 +137,8 @@ export const limits = {
   pinAttemptsMax: 3,
   /** Payments of one payer applied in one transaction, at most. */
   paymentBatchMax: 256,
+  /** Transfers out written by one statement, at most. */
+  transferBatchMax: 64,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */

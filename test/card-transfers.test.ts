@@ -464,3 +464,72 @@ test("an idempotent retry sends once; another body with the key is 409", async (
   assert.equal(orders.length, 2);
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 2n * 11_160n);
 });
+
+test("transfers at once are batched and exact: a card pays what it covers, in full, and no more", async () => {
+  // 1000.00 on the card; each transfer costs 100 + 10 + 1.60 = 111.60: eight fit, the rest are 5501.
+  const { tenant, card } = await readyCard();
+  const { tenant: other, card: otherCard } = await readyCard();
+  const answers = await Promise.all([
+    ...Array.from({ length: 12 }, () => send(tenant, body(card.id))),
+    ...Array.from({ length: 4 }, () => send(other, body(otherCard.id))),
+  ]);
+  const codes = answers.map((answer) => answer.body.code);
+  assert.deepEqual(
+    codes.slice(0, 12).sort(),
+    [...Array<number>(8).fill(0), ...Array<number>(4).fill(5501)],
+    JSON.stringify(codes),
+  );
+  assert.deepEqual(codes.slice(12), [0, 0, 0, 0]);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 8n * 11_160n);
+  assert.equal(await balanceOf(t.ctx.db, otherCard.id), 100_000n - 4n * 11_160n);
+  const orders = await t.ctx.db
+    .selectFrom("spei_orders")
+    .select(["id", "card_id", "tracking_key"])
+    .where("card_id", "in", [card.id, otherCard.id])
+    .execute();
+  assert.equal(orders.length, 12);
+  const made = answers.flatMap((answer) => (answer.body.code === 0 ? [answer.body.data] : []));
+  assert.deepEqual(
+    made.map((data) => (data as Transfer).transfer.tracking_key).sort(),
+    orders.map((order) => order.tracking_key).sort(),
+    "each answered transfer is a stored order",
+  );
+  const jobs = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select("ref_id")
+    .where(
+      "ref_id",
+      "in",
+      orders.map((order) => order.id),
+    )
+    .execute();
+  assert.equal(jobs.length, 12);
+  const events = await t.ctx.db
+    .selectFrom("events")
+    .select("data")
+    .where("type", "=", "transfer.out.created")
+    .where("client_id", "in", [tenant.clientId, other.clientId])
+    .execute();
+  assert.equal(events.length, 12);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("a batch whose card changed falls back to each transfer on its own, which answers its own refusal", async () => {
+  const { tenant, card } = await readyCard();
+  const where = { latitude: 19.4326, longitude: -99.1332 };
+  // The block lands while the transfers are queued or being written: each is either made before
+  // it or refused for it (5307), and the card pays exactly the transfers answered 200.
+  const sending = Array.from({ length: 6 }, () => send(tenant, body(card.id, { amount: 1 })));
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: tenant.token,
+      body: { card_number: card.id, status: "TEMPORARY_INACTIVE", ...where },
+    }),
+  );
+  const answers = await Promise.all(sending);
+  for (const answer of answers) assert.ok([0, 5307].includes(answer.body.code), JSON.stringify(answer.body));
+  const made = answers.filter((answer) => answer.body.code === 0).length;
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - BigInt(made) * 1_260n);
+  expectError(await send(tenant, body(card.id, { amount: 1 })), 5307, 422);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});

@@ -57,3 +57,6 @@ export function markOutcomeUnknown(error: unknown): void {
 export function isOutcomeUnknown(error: unknown): boolean {
   return error instanceof Error && (error as { [outcomeUnknown]?: boolean })[outcomeUnknown] === true;
 }
+
+/** SQLSTATE of `emisor_require` (migration 0008): a statement's checks failed and it wrote nothing. */
+export const decisionRefused = "EM001";

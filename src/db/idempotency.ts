@@ -307,3 +307,28 @@ function answersFilter(key: StoredKeyRef) {
     ? sql<boolean>`response_body #>> ${key.answers.path}::text[] = ${key.answers.value}`
     : sql<boolean>`true`;
 }
+
+export interface IdempotencyRecord {
+  apiKeyId: string;
+  key: string;
+  requestHash: string;
+  /** 200 for a request that succeeded, the refusal's status for one refused (final too). */
+  status: number;
+  body: Envelope;
+}
+
+/**
+ * A CTE (`keys`) storing the answers of a batch's requests that carried a key, for statements that
+ * write a whole batch at once; `onConflict` says what a key already stored does.
+ */
+export function keyRecordsCte(records: IdempotencyRecord[], onConflict: ReturnType<typeof sql>) {
+  return sql`keys as (
+      insert into idempotency_keys (api_key_id, key, request_hash, response_status, response_body)
+      select api_key_id, key, request_hash, status, body from unnest(
+        ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
+        ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => r.status)}::int[],
+        ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
+      ) as t(api_key_id, key, request_hash, status, body)
+      ${onConflict}
+      returning key)`;
+}

@@ -30,27 +30,31 @@ export type SystemAccount = keyof typeof systemAccounts;
  */
 export const systemAccountShards = 16;
 
-const shardedAccounts: ReadonlySet<string> = new Set([
-  systemAccounts.speiIn,
-  systemAccounts.speiOut,
-  systemAccounts.commissionRevenue,
-  systemAccounts.ivaPayable,
-  systemAccounts.airtimePayable,
-]);
+const shards: ReadonlyMap<string, readonly string[]> = new Map(
+  [
+    systemAccounts.speiIn,
+    systemAccounts.speiOut,
+    systemAccounts.commissionRevenue,
+    systemAccounts.ivaPayable,
+    systemAccounts.airtimePayable,
+  ].map((id) => {
+    const family = id.slice(-3);
+    const ids = Array.from({ length: systemAccountShards }, (_, shard) =>
+      shard === 0 ? id : `00000000-0000-4000-8${family}-${shard.toString(16).padStart(12, "0")}`,
+    );
+    return [id, ids];
+  }),
+);
 
 /** Every shard of `accountId` (shard 0 is the account itself); the account alone if unsharded. */
-export function shardsOf(accountId: string): string[] {
-  if (!shardedAccounts.has(accountId)) return [accountId];
-  const family = accountId.slice(-3);
-  return Array.from({ length: systemAccountShards }, (_, shard) =>
-    shard === 0 ? accountId : `00000000-0000-4000-8${family}-${shard.toString(16).padStart(12, "0")}`,
-  );
+export function shardsOf(accountId: string): readonly string[] {
+  return shards.get(accountId) ?? [accountId];
 }
 
 /** The shard an entry posts to: one at random for a sharded account, else the account. */
 export function postingShardOf(accountId: string): string {
-  const shards = shardsOf(accountId);
-  return shards[Math.floor(Math.random() * shards.length)] ?? accountId;
+  const ids = shards.get(accountId);
+  return ids?.[Math.floor(Math.random() * ids.length)] ?? accountId;
 }
 
 /** System accounts and their shards: the rows locked last, and for the shortest time. */

@@ -59,7 +59,7 @@ export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
 }
 
 /** The postings with each sharded system account replaced by one of its shards, at random. */
-function onShards(postings: Posting[]): Posting[] {
+export function onShards(postings: Posting[]): Posting[] {
   const chosen = new Map<string, string>();
   return postings.map((posting) => {
     let shard = chosen.get(posting.accountId);
@@ -198,7 +198,7 @@ export async function balanceOf(
   return row.balance_cents;
 }
 
-function assertBalanced(postings: Posting[]): void {
+export function assertBalanced(postings: Posting[]): void {
   assert.ok(postings.length >= 2, "an entry needs at least two postings");
   let sum = 0n;
   for (const posting of postings) {
@@ -217,7 +217,7 @@ function assertBalanced(postings: Posting[]): void {
  * by that card holding the card and waiting for the system account. Last, it is also held for the
  * shortest time, which the hottest rows of all want.
  */
-function netByAccount(postings: Posting[]): Array<[string, Cents]> {
+export function netByAccount(postings: Posting[]): Array<[string, Cents]> {
   const net = new Map<string, Cents>();
   for (const p of postings) net.set(p.accountId, (net.get(p.accountId) ?? 0n) + p.amountCents);
   const rank = (id: string) => (systemAccountIds.has(id) ? 1 : 0);

@@ -96,9 +96,10 @@ type PinCard = Pick<CardRecord, "id" | "pin_hash" | "pin_failed_attempts" | "pin
  * Checks the PIN of `card` (as just read in the caller's scope): clear 4-6 digits or ciphered.
  * Each outcome is recorded by one conditional statement on the stored value that was checked, so
  * attempts at once are counted exactly (the bound locks the PIN until a new one is set), and a
- * PIN changed or locked meanwhile is read again and checked against what is stored now.
+ * PIN changed or locked meanwhile is read again and checked against what is stored now. Answers
+ * the value stored for the PIN once it checked, which a spending may require to be unchanged.
  */
-export async function verifyPin(ctx: AppContext, card: PinCard, pinText: string): Promise<void> {
+export async function verifyPin(ctx: AppContext, card: PinCard, pinText: string): Promise<string> {
   const pin = await readPin(ctx, pinText, true);
   // Each pass that finds the value changed follows another request that set or locked the PIN,
   // so the loop ends as soon as the owner stops changing it.
@@ -108,7 +109,7 @@ export async function verifyPin(ctx: AppContext, card: PinCard, pinText: string)
     if (stored === null) throw new AppError(errors.pinNotSet);
     const { match, rekey } = await checkPin(ctx, current.id, pin, stored);
     const recorded = await recordPinCheck(ctx, current, stored, match, rekey ? pin : undefined);
-    if (recorded === "right") return;
+    if (recorded === "right") return rekey ? pinVerificationValue(ctx, current.id, pin) : stored;
     if (recorded === "wrong") throw new AppError(errors.pinIncorrect);
     if (recorded === "locked") throw new AppError(errors.pinLocked);
   }
@@ -134,14 +135,14 @@ async function recordPinCheck(
   match: boolean,
   rekeyPin: string | undefined,
 ): Promise<"right" | "wrong" | "locked" | "changed"> {
+  // Nothing to clear: the check holds as of the read, and writes nothing.
+  if (match && card.pin_failed_attempts === 0 && rekeyPin === undefined) return "right";
   const unchanged = ctx.db
     .updateTable("cards")
     .where("id", "=", card.id)
     .where("pin_hash", "=", checked)
     .where("pin_locked", "=", false);
   if (match) {
-    // Nothing to clear: the check holds as of the read, and writes nothing.
-    if (card.pin_failed_attempts === 0 && rekeyPin === undefined) return "right";
     const pinHash = rekeyPin === undefined ? checked : pinVerificationValue(ctx, card.id, rekeyPin);
     const cleared = await unchanged
       .set({ pin_failed_attempts: 0, pin_hash: pinHash })

@@ -40,18 +40,51 @@ export async function findCardInScope(
   ref: CardRef,
   options: { lock?: boolean } = {},
 ): Promise<CardRecord | undefined> {
-  const where = "id" in ref ? sql`c.id = ${ref.id}` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
   const result = await sql<CardRecord>`
-    select c.id, c.status, c.last_four, c.expires_on::text as expires_on, c.client_id, c.cardholder_id,
-      c.account_id, a.reference as account_reference, p.id as product_id, p.code as product_code,
-      p.name as product_name, p.card_type, p.transfer_commission_cents, c.assigned_at, c.activated_at,
-      c.canceled_at, c.status_reason, c.pin_hash, c.pin_failed_attempts, c.pin_locked
+    select ${cardColumns}
     from cards c
     join accounts a on a.id = c.account_id
     join products p on p.id = c.product_id
     join clients cl on cl.id = c.client_id
-    where ${where} and ${callerId}::uuid = any(cl.lineage)
+    where ${cardWhere(ref)} and ${callerId}::uuid = any(cl.lineage)
     ${options.lock ? sql`for update of c` : sql``}`.execute(db);
+  return result.rows[0];
+}
+
+const cardColumns = sql`c.id, c.status, c.last_four, c.expires_on::text as expires_on, c.client_id,
+  c.cardholder_id, c.account_id, a.reference as account_reference, p.id as product_id,
+  p.code as product_code, p.name as product_name, p.card_type, p.transfer_commission_cents,
+  c.assigned_at, c.activated_at, c.canceled_at, c.status_reason, c.pin_hash, c.pin_failed_attempts,
+  c.pin_locked`;
+
+const cardWhere = (ref: CardRef) =>
+  "id" in ref ? sql`c.id = ${ref.id}` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
+
+/** A card about to spend, as `findCardInScope` reads it, with its balance and holder. */
+export interface SpendingCard extends CardRecord {
+  balance_cents: bigint;
+  rfc: string | null;
+  curp: string | null;
+  primary_phone: string | null;
+  mobile_phone: string | null;
+  observations: string;
+}
+
+/** The card named by `ref` in the caller's subtree, with what a spending answers of it. */
+export async function findSpendingCard(
+  db: Queryable,
+  callerId: string,
+  ref: CardRef,
+): Promise<SpendingCard | undefined> {
+  const result = await sql<SpendingCard>`
+    select ${cardColumns}, la.balance_cents, h.rfc, h.curp, h.primary_phone, h.mobile_phone, a.observations
+    from cards c
+    join accounts a on a.id = c.account_id
+    join products p on p.id = c.product_id
+    join clients cl on cl.id = c.client_id
+    join ledger_accounts la on la.id = c.id
+    left join cardholders h on h.id = c.cardholder_id
+    where ${cardWhere(ref)} and ${callerId}::uuid = any(cl.lineage)`.execute(db);
   return result.rows[0];
 }
 

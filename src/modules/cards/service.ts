@@ -197,7 +197,7 @@ export async function lockActiveCard(tx: Tx, caller: Caller, cardId: string) {
   return activeOrThrow(await cardOrThrow(tx, caller, { id: cardId }, true));
 }
 
-export function activeOrThrow(card: repo.CardRecord): repo.CardRecord {
+export function activeOrThrow<T extends repo.CardRecord>(card: T): T {
   if (card.status === "CANCELED") throw new AppError(errors.cardCanceled);
   if (card.status !== "ACTIVE") throw new AppError(errors.cardNotActive);
   if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);

@@ -1,6 +1,9 @@
 import { sql } from "kysely";
 import type { Db, Tx } from "../../db/database.ts";
-import { retentionStart } from "../../db/idempotency.ts";
+import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../db/idempotency.ts";
+
+export type { IdempotencyRecord };
+
 import type { Envelope } from "../../http/envelope.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
@@ -102,15 +105,6 @@ export interface AcceptedPayment {
   metadata: Record<string, unknown>;
 }
 
-export interface IdempotencyRecord {
-  apiKeyId: string;
-  key: string;
-  requestHash: string;
-  /** 200 for a payment made, the refusal's status for one refused (a refusal is final too). */
-  status: number;
-  body: Envelope;
-}
-
 /**
  * Applies the accepted payments in one statement of the batch's transaction, after `lockBatch`:
  * each payer's one debit (still guarded: it must cover the payer's total), each card's credit, the
@@ -133,7 +127,7 @@ export async function applyPayments(
       where a.id = v.id and a.balance_cents >= v.amount returning a.id),
     ${credit(perCard)},
     ${entriesWithPostings(payments)},
-    ${keyRecords(records, sql``)},
+    ${keyRecordsCte(records, sql``)},
     ${eventsWithDeliveries(events)}
     select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
   const row = result.rows[0];
@@ -195,7 +189,7 @@ export async function applyPaymentsAtOnce(db: Db, batch: BatchAtOnce): Promise<M
       order by c.id for share of c),
     card_accounts as (select id from ledger_accounts where id = any(${cardIds}::uuid[]) order by id for update),
     ${credit(perCard)},
-    ${keyRecords(records, sql`on conflict do nothing`)}
+    ${keyRecordsCte(records, sql`on conflict do nothing`)}
     select
       (select count(*) from entries) + (select count(*) from postings)
         + (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as written,
@@ -211,8 +205,7 @@ export async function applyPaymentsAtOnce(db: Db, batch: BatchAtOnce): Promise<M
   return new Map((result.rows[0]?.balances ?? []).map((b) => [b.id, BigInt(b.balance)]));
 }
 
-/** SQLSTATE of `emisor_require`: the statement's checks failed and it wrote nothing. */
-export const decisionRefused = "EM001";
+export { decisionRefused } from "../../db/failures.ts";
 
 function amounts(sums: Map<string, bigint>) {
   return sql`(select unnest(${[...sums.keys()]}::uuid[]) as id, unnest(${[...sums.values()].map(String)}::bigint[]) as amount)`;
@@ -241,18 +234,6 @@ function entriesWithPostings(payments: AcceptedPayment[]) {
         ${payments.flatMap((p) => [String(-p.amountCents), String(p.amountCents)])}::bigint[]
       ) as t(entry_id, account_id, amount)
       returning id)`;
-}
-
-function keyRecords(records: IdempotencyRecord[], onConflict: ReturnType<typeof sql>) {
-  return sql`keys as (
-      insert into idempotency_keys (api_key_id, key, request_hash, response_status, response_body)
-      select api_key_id, key, request_hash, status, body from unnest(
-        ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
-        ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => r.status)}::int[],
-        ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
-      ) as t(api_key_id, key, request_hash, status, body)
-      ${onConflict}
-      returning key)`;
 }
 
 function sumBy(payments: AcceptedPayment[], keyOf: (p: AcceptedPayment) => string): Map<string, bigint> {

@@ -1,16 +1,15 @@
-import assert from "node:assert/strict";
-import { sql } from "kysely";
 import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import type { Db } from "../../db/database.ts";
 import {
   checkBeforeWork,
   completeDraft,
   type IdempotencyDraft,
+  type IdempotencyScope,
   type IdempotentResult,
   runIdempotent,
 } from "../../db/idempotency.ts";
+import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
@@ -18,10 +17,21 @@ import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
 import { verifyPin } from "../cards/pin.ts";
+import { findSpendingCard, type SpendingCard } from "../cards/repository.ts";
 import { CardNumber } from "../cards/schemas.ts";
-import { lockActiveCard, resolveActiveCard } from "../cards/service.ts";
+import { activeOrThrow, lockActiveCard } from "../cards/service.ts";
+import { outboxRows } from "../events/outbox.ts";
+import type { OutboxEvent } from "../webhooks/repository.ts";
+import type { BatchedTransfer } from "./batch-repository.ts";
 import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
-import { createSpeiOrder } from "./outgoing.ts";
+import {
+  createSpeiOrder,
+  newOrderOf,
+  prepareSpeiOrder,
+  type SpeiOrder,
+  type SpeiOrderInput,
+  speiOrderOf,
+} from "./outgoing.ts";
 
 /**
  * Contract 4.10: an interbank transfer paid by a card. The card is named by `card_number` (its
@@ -87,66 +97,87 @@ export async function sendCardTransfer(
   });
   if (stored) return stored;
   // A card that cannot pay is the key's final answer, as every refusal on the caller's data.
-  const resolved = await checkBeforeWork(ctx.db, idempotency, () => resolveActiveCard(ctx, caller, ref));
+  const resolved = await checkBeforeWork(ctx.db, idempotency, async () => {
+    const found = await findSpendingCard(ctx.db, caller.clientId, ref);
+    if (!found) throw new AppError(errors.cardNotFound);
+    return activeOrThrow(found);
+  });
   if ("stored" in resolved) return resolved.stored;
   const card = resolved.value;
   // Recorded on its own: a wrong PIN is counted even though this request then fails.
-  await verifyPin(ctx, card, body.pin);
-  const holder = await payerDetails(ctx.db, card);
-  return runIdempotent(ctx.db, idempotency, async (tx) => {
-    // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
-    const locked = await lockActiveCard(tx, caller, card.id);
-    const order = await createSpeiOrder(tx, {
-      clientId: locked.client_id,
-      payerAccountId: locked.id,
-      cardId: locked.id,
-      amountCents,
-      commissionCents: locked.transfer_commission_cents,
-      beneficiary,
-      vaultKey: ctx.keys.vault,
-    });
-    const data = {
-      card: {
-        card_id: locked.id,
-        card_type: locked.card_type,
-        masked_card_number: maskedCardNumber(locked.last_four),
-        last_four: locked.last_four,
-      },
-      account: { account_id: locked.account_id, ...holder },
-      transfer: {
-        id: order.id,
-        tracking_key: order.trackingKey,
-        operation_date: order.operationDate,
-        reference_operation: order.referenceOperation,
-        amount: toPesos(order.amountCents),
-        commission: toPesos(order.commissionCents),
-        commission_type: "FLAT" as const,
-        iva: toPesos(order.ivaCents),
-      },
-    };
-    return { status: 200, body: ok(data, successMessage) };
+  const pinHash = await verifyPin(ctx, card, body.pin);
+  const input = {
+    clientId: card.client_id,
+    payerAccountId: card.id,
+    cardId: card.id,
+    amountCents,
+    commissionCents: card.transfer_commission_cents,
+    beneficiary,
+    vaultKey: ctx.keys.vault,
+  };
+  const alone = () => sendAlone(ctx, caller, card, input, idempotency);
+  const prepared = prepareSpeiOrder(input);
+  // A card that does not cover it is refused on its own, without failing a batch.
+  if (card.balance_cents < prepared.totalCents) return alone();
+  const order = speiOrderOf(prepared);
+  const answer = { status: 200, body: ok(transferData(card, order), successMessage) };
+  return ctx.transferBatcher.submit({
+    transfer: {
+      order: newOrderOf(prepared.row) as BatchedTransfer["order"],
+      entry: prepared.entry,
+      event: outboxRows([
+        { type: "transfer.out.created", clientId: card.client_id, data: order.view },
+      ])[0] as OutboxEvent,
+      record: idempotency && { ...idempotency, status: answer.status, body: answer.body },
+      card: { id: card.id, pinHash, commissionCents: card.transfer_commission_cents },
+    },
+    answer: { ...answer, replayed: false },
+    alone,
   });
 }
 
-/** What the answer shows of the card's holder and account, read before the money moves. */
-async function payerDetails(db: Db, card: { cardholder_id: string; account_id: string }) {
-  const result = await sql<{
-    rfc: string | null;
-    curp: string | null;
-    primary_phone: string | null;
-    mobile_phone: string | null;
-    observations: string;
-  }>`
-    select h.rfc, h.curp, h.primary_phone, h.mobile_phone, a.observations
-    from accounts a left join cardholders h on h.id = ${card.cardholder_id}
-    where a.id = ${card.account_id}`.execute(db);
-  const row = result.rows[0];
-  assert.ok(row, `account ${card.account_id} of a card is missing`);
+/** The transfer in a transaction of its own: the card re-read under lock, the order, the entry. */
+function sendAlone(
+  ctx: AppContext,
+  caller: Caller,
+  card: SpendingCard,
+  input: SpeiOrderInput,
+  idempotency: IdempotencyScope | undefined,
+): Promise<IdempotentResult> {
+  return runIdempotent(ctx.db, idempotency, async (tx) => {
+    // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
+    const locked = await lockActiveCard(tx, caller, card.id);
+    const order = await createSpeiOrder(tx, { ...input, commissionCents: locked.transfer_commission_cents });
+    return { status: 200, body: ok(transferData(card, order), successMessage) };
+  });
+}
+
+/** The 4.10 answer: the card, its holder's account as read before the money moved, the transfer. */
+function transferData(card: SpendingCard, order: SpeiOrder) {
   return {
-    rfc: row.rfc,
-    curp: row.curp,
-    primary_phone: row.primary_phone ?? "",
-    mobile_phone: row.mobile_phone ?? "",
-    observations: row.observations,
+    card: {
+      card_id: card.id,
+      card_type: card.card_type,
+      masked_card_number: maskedCardNumber(card.last_four),
+      last_four: card.last_four,
+    },
+    account: {
+      account_id: card.account_id,
+      rfc: card.rfc,
+      curp: card.curp,
+      primary_phone: card.primary_phone ?? "",
+      mobile_phone: card.mobile_phone ?? "",
+      observations: card.observations,
+    },
+    transfer: {
+      id: order.id,
+      tracking_key: order.trackingKey,
+      operation_date: order.operationDate,
+      reference_operation: order.referenceOperation,
+      amount: toPesos(order.amountCents),
+      commission: toPesos(order.commissionCents),
+      commission_type: "FLAT" as const,
+      iva: toPesos(order.ivaCents),
+    },
   };
 }

@@ -5,11 +5,12 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
 import { maskCardNumbers } from "../../domain/luhn.ts";
-import { newTrackingKey, operationDateOf, trackingKeyDate } from "../../domain/spei.ts";
+import { mexicoCityToday, newTrackingKey, trackingKeyDate } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
+import type { BatchEntry } from "../../ledger/batch.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { InsufficientFundsError, type Posting, postEntry, reverseEntry } from "../../ledger/ledger.ts";
 import { type Cents, ivaOf } from "../../ledger/money.ts";
@@ -62,45 +63,59 @@ export interface SpeiOrder {
   view: SpeiOrderView;
 }
 
+/** A transfer-out order decided and not yet written: its row, its ledger entry, its amounts. */
+export interface PreparedSpeiOrder {
+  row: repo.SpeiOrderRow;
+  entry: BatchEntry;
+  ivaCents: Cents;
+  totalCents: Cents;
+}
+
 /**
- * Creates a transfer-out order inside the caller's transaction. Throws AppError 5501 (and the
- * caller's transaction rolls back, so nothing changes) when the payer cannot cover amount +
- * commission + IVA.
+ * Everything a new order writes, made now: the order (PENDIENTE, a fresh tracking key) and
+ * its entry, which debits the payer amount + commission + IVA (16%, half-up) and credits SPEI_OUT,
+ * the commission and the IVA.
  */
-export async function createSpeiOrder(tx: Tx, input: SpeiOrderInput): Promise<SpeiOrder> {
+export function prepareSpeiOrder(input: SpeiOrderInput): PreparedSpeiOrder {
   assert.ok(input.amountCents > 0n && input.amountCents <= limits.amountCentsMax, "amount out of bounds");
   assert.ok(input.commissionCents >= 0n, "a commission cannot be negative");
   const ivaCents = ivaOf(input.commissionCents);
   const totalCents = input.amountCents + input.commissionCents + ivaCents;
+  const id = randomUUID();
   const entryId = timeOrderedUuid();
-  const order = await insertWithFreshTrackingKey(tx, input, entryId, ivaCents);
-  await enqueueRailJob(tx, "SPEI", order.id);
-  const view = renderOrder(order);
-  await emitEvent(tx, { type: "transfer.out.created", clientId: input.clientId, data: view });
-  // Last (the order's reference to it is checked at the commit): the entry credits the rows every
-  // client's transfers share (SPEI_OUT, commission, IVA), which are then held only until the commit.
-  await debitPayer(tx, input, entryId, ivaCents, totalCents);
-  return {
-    id: order.id,
-    trackingKey: order.tracking_key,
-    operationDate: order.operation_date,
-    referenceOperation: entryId,
-    amountCents: input.amountCents,
-    commissionCents: input.commissionCents,
-    ivaCents,
-    totalCents,
-    status: order.status,
-    view,
+  const now = new Date();
+  const operationDate = mexicoCityToday();
+  const b = input.beneficiary;
+  const row: repo.SpeiOrderRow = {
+    id,
+    client_id: input.clientId,
+    payer_account_id: input.payerAccountId,
+    card_id: input.cardId ?? null,
+    tracking_key: newTrackingKey(operationDate),
+    operation_date: operationDate,
+    amount_cents: input.amountCents,
+    commission_cents: input.commissionCents,
+    iva_cents: ivaCents,
+    ...storedBeneficiary(input.vaultKey, id, b.account, b.accountType),
+    beneficiary_account_type: b.accountType,
+    beneficiary_institution: b.institution.key,
+    beneficiary_name: b.name,
+    beneficiary_rfc_curp: b.rfcCurp,
+    beneficiary_email: b.email,
+    payment_concept: b.paymentConcept,
+    numeric_reference: b.numericReference,
+    status: "PENDIENTE",
+    rail_reference: null,
+    state_detail: null,
+    return_cause: null,
+    entry_id: entryId,
+    reversal_entry_id: null,
+    sent_at: null,
+    settled_at: null,
+    returned_at: null,
+    created_at: now,
+    updated_at: now,
   };
-}
-
-async function debitPayer(
-  tx: Tx,
-  input: SpeiOrderInput,
-  entryId: string,
-  ivaCents: Cents,
-  totalCents: Cents,
-): Promise<string> {
   const postings: Posting[] = [
     { accountId: input.payerAccountId, amountCents: -totalCents },
     { accountId: systemAccounts.speiOut, amountCents: input.amountCents },
@@ -108,56 +123,73 @@ async function debitPayer(
   if (input.commissionCents > 0n)
     postings.push({ accountId: systemAccounts.commissionRevenue, amountCents: input.commissionCents });
   if (ivaCents > 0n) postings.push({ accountId: systemAccounts.ivaPayable, amountCents: ivaCents });
+  const entry: BatchEntry = {
+    id: entryId,
+    kind: "SPEI_OUT",
+    description: "SPEI transfer out",
+    clientId: input.clientId,
+    metadata: { beneficiary_account_type: b.accountType },
+    postings,
+  };
+  return { row, entry, ivaCents, totalCents };
+}
+
+/** What the API and the event say of a new order. */
+export function speiOrderOf(prepared: PreparedSpeiOrder): SpeiOrder {
+  const { row } = prepared;
+  return {
+    id: row.id,
+    trackingKey: row.tracking_key,
+    operationDate: row.operation_date,
+    referenceOperation: row.entry_id,
+    amountCents: row.amount_cents,
+    commissionCents: row.commission_cents,
+    ivaCents: prepared.ivaCents,
+    totalCents: prepared.totalCents,
+    status: row.status,
+    view: renderOrder(row),
+  };
+}
+
+/**
+ * Creates a transfer-out order inside the caller's transaction. Throws AppError 5501 (and the
+ * caller's transaction rolls back, so nothing changes) when the payer cannot cover amount +
+ * commission + IVA.
+ */
+export async function createSpeiOrder(tx: Tx, input: SpeiOrderInput): Promise<SpeiOrder> {
+  const prepared = await insertWithFreshTrackingKey(tx, prepareSpeiOrder(input));
+  const order = speiOrderOf(prepared);
+  await enqueueRailJob(tx, "SPEI", order.id);
+  await emitEvent(tx, { type: "transfer.out.created", clientId: input.clientId, data: order.view });
+  // Last (the order's reference to it is checked at the commit): the entry credits the rows every
+  // client's transfers share (SPEI_OUT, commission, IVA), which are then held only until the commit.
   try {
-    return await postEntry(tx, {
-      id: entryId,
-      kind: "SPEI_OUT",
-      description: "SPEI transfer out",
-      clientId: input.clientId,
-      metadata: { beneficiary_account_type: input.beneficiary.accountType },
-      postings,
-    });
+    await postEntry(tx, prepared.entry);
   } catch (error) {
     if (error instanceof InsufficientFundsError && error.accountId === input.payerAccountId) {
       throw new AppError(errors.speiInsufficientFunds);
     }
     throw error;
   }
+  return order;
 }
 
-async function insertWithFreshTrackingKey(
-  tx: Tx,
-  input: SpeiOrderInput,
-  entryId: string,
-  ivaCents: Cents,
-): Promise<repo.SpeiOrderRow> {
-  const id = randomUUID();
-  const operationDate = operationDateOf(new Date());
-  const b = input.beneficiary;
+/** Inserts the order, with another tracking key while its key is taken that day. */
+async function insertWithFreshTrackingKey(tx: Tx, prepared: PreparedSpeiOrder): Promise<PreparedSpeiOrder> {
+  let { row } = prepared;
   for (let attempt = 0; attempt < limits.trackingKeyAttemptsMax; attempt++) {
-    const inserted = await repo.insertSpeiOrder(tx, {
-      id,
-      client_id: input.clientId,
-      payer_account_id: input.payerAccountId,
-      card_id: input.cardId ?? null,
-      tracking_key: newTrackingKey(operationDate),
-      operation_date: operationDate,
-      amount_cents: input.amountCents,
-      commission_cents: input.commissionCents,
-      iva_cents: ivaCents,
-      ...storedBeneficiary(input.vaultKey, id, b.account, b.accountType),
-      beneficiary_account_type: b.accountType,
-      beneficiary_institution: b.institution.key,
-      beneficiary_name: b.name,
-      beneficiary_rfc_curp: b.rfcCurp,
-      beneficiary_email: b.email,
-      payment_concept: b.paymentConcept,
-      numeric_reference: b.numericReference,
-      entry_id: entryId,
-    });
-    if (inserted) return inserted;
+    const inserted = await repo.insertSpeiOrder(tx, newOrderOf(row));
+    if (inserted) return { ...prepared, row: inserted };
+    row = { ...row, tracking_key: newTrackingKey(row.operation_date) };
   }
   throw new Error("no free tracking key after several attempts");
+}
+
+/** The columns a new order is inserted with (the rest take their defaults). */
+export function newOrderOf(row: repo.SpeiOrderRow): repo.NewSpeiOrder {
+  const { status: _, rail_reference: _r, state_detail: _d, return_cause: _c, ...fields } = row;
+  const { reversal_entry_id: _e, sent_at: _s, settled_at: _t, returned_at: _u, ...inserted } = fields;
+  return inserted;
 }
 
 // ---- state changes ----

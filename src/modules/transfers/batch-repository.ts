@@ -1,0 +1,120 @@
+import { sql } from "kysely";
+import type { Db } from "../../db/database.ts";
+import { type IdempotencyRecord, keyRecordsCte } from "../../db/idempotency.ts";
+import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import type { NewSpeiOrder } from "./repository.ts";
+
+/** One transfer out of a batch, decided before the statement: what it writes. */
+export interface BatchedTransfer {
+  order: Required<Pick<NewSpeiOrder, "created_at" | "updated_at">> & NewSpeiOrder;
+  entry: BatchEntry;
+  event: OutboxEvent;
+  record: IdempotencyRecord | undefined;
+  /** The card's state the transfer was decided on: the card must still have it. */
+  card: { id: string; pinHash: string; commissionCents: bigint };
+}
+
+const orderColumns = [
+  "id",
+  "client_id",
+  "payer_account_id",
+  "card_id",
+  "tracking_key",
+  "operation_date",
+  "amount_cents",
+  "commission_cents",
+  "iva_cents",
+  "beneficiary_account",
+  "beneficiary_card_sealed",
+  "beneficiary_account_type",
+  "beneficiary_institution",
+  "beneficiary_name",
+  "beneficiary_rfc_curp",
+  "beneficiary_email",
+  "payment_concept",
+  "numeric_reference",
+  "entry_id",
+  "created_at",
+  "updated_at",
+] as const;
+
+const columnTypes: Record<(typeof orderColumns)[number], string> = {
+  id: "uuid",
+  client_id: "uuid",
+  payer_account_id: "uuid",
+  card_id: "uuid",
+  tracking_key: "text",
+  operation_date: "date",
+  amount_cents: "bigint",
+  commission_cents: "bigint",
+  iva_cents: "bigint",
+  beneficiary_account: "text",
+  beneficiary_card_sealed: "text",
+  beneficiary_account_type: "text",
+  beneficiary_institution: "text",
+  beneficiary_name: "text",
+  beneficiary_rfc_curp: "text",
+  beneficiary_email: "text",
+  payment_concept: "text",
+  numeric_reference: "text",
+  entry_id: "uuid",
+  created_at: "timestamptz",
+  updated_at: "timestamptz",
+};
+
+function ordersCte(transfers: BatchedTransfer[]) {
+  const arrays = orderColumns.map((column) => {
+    const values = transfers.map(({ order }) => {
+      const value = order[column];
+      if (value === null || value === undefined) return null;
+      return value instanceof Date ? value.toISOString() : String(value);
+    });
+    return sql`${values}::${sql.raw(columnTypes[column])}[]`;
+  });
+  return sql`orders as (
+      insert into spei_orders (${sql.raw(orderColumns.join(", "))})
+      select * from unnest(${sql.join(arrays)})
+      on conflict (operation_date, tracking_key) do nothing
+      returning id),
+    jobs as (insert into rail_outbox (rail, ref_id) select 'SPEI', id from orders returning id)`;
+}
+
+/**
+ * A batch of transfers out as ONE statement, its own transaction: the orders, their rail jobs and
+ * events first (they contend for nothing; an order's reference to its entry is checked at the
+ * commit), then the cards, locked in id order and still as each transfer was decided on (ACTIVE,
+ * the PIN that was checked and not locked, the product's commission), then the ledger (each card
+ * must still cover its transfers), then the idempotency keys, which must all be new. Any check that
+ * fails raises EM001 (emisor_require) and the statement writes nothing: the caller then runs each
+ * transfer on its own, which answers each its own refusal.
+ */
+export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[]): Promise<void> {
+  const cards = new Map(transfers.map((t) => [t.card.id, t.card]));
+  const cardRows = [...cards.values()];
+  const ledger = ledgerBatch(transfers.map((t) => t.entry));
+  const records = transfers.flatMap((t) => (t.record ? [t.record] : []));
+  await sql`
+    with ${eventsWithDeliveries(transfers.map((t) => t.event))},
+    ${ordersCte(transfers)},
+    cards_as_decided as (
+      select c.id from cards c
+      join products p on p.id = c.product_id
+      join unnest(${cardRows.map((c) => c.id)}::uuid[], ${cardRows.map((c) => c.pinHash)}::text[],
+        ${cardRows.map((c) => String(c.commissionCents))}::bigint[]) as v(id, pin_hash, commission_cents)
+        on v.id = c.id
+      where c.status = 'ACTIVE' and c.pin_hash = v.pin_hash and not c.pin_locked
+        and p.transfer_commission_cents = v.commission_cents
+      order by c.id for update of c),
+    ${ledger.ctes},
+    ${keyRecordsCte(records, sql`on conflict do nothing`)}
+    select
+      (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events,
+      emisor_require((select count(*) from orders) = ${transfers.length}, 'a tracking key is taken') as orders,
+      (select count(*) from jobs) as jobs,
+      emisor_require((select count(*) from cards_as_decided) = ${cardRows.length}, 'a card changed') as cards,
+      ${ledger.steps},
+      emisor_require((select count(*) from keys) = ${records.length}, 'an idempotency key is taken') as keyed`.execute(
+    db,
+  );
+}
