@@ -59,10 +59,15 @@ export async function emitEvents(tx: Tx, events: NewEvent[]): Promise<string[]> 
 
 /** Events as the outbox stores them, for a statement that writes them itself (payments). */
 export function outboxRows(events: NewEvent[]): OutboxEvent[] {
-  return events.map((event) => ({
+  return events.map(outboxRow);
+}
+
+/** An event as the outbox stores it, for a statement that writes it itself (a transfers batch). */
+export function outboxRow(event: NewEvent): OutboxEvent {
+  return {
     id: timeOrderedUuid(),
     type: event.type,
     clientId: event.clientId,
     data: JSON.stringify(event.data),
-  }));
+  };
 }

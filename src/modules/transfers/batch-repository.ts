@@ -3,11 +3,11 @@ import type { Db } from "../../db/database.ts";
 import { type IdempotencyRecord, keyRecordsCte } from "../../db/idempotency.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
-import type { NewSpeiOrder } from "./repository.ts";
+import type { NewSpeiOrderRow } from "./repository.ts";
 
 /** One transfer out of a batch, decided before the statement: what it writes. */
 export interface BatchedTransfer {
-  order: Required<Pick<NewSpeiOrder, "created_at" | "updated_at">> & NewSpeiOrder;
+  order: NewSpeiOrderRow;
   entry: BatchEntry;
   event: OutboxEvent;
   record: IdempotencyRecord | undefined;

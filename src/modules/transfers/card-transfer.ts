@@ -20,9 +20,7 @@ import { verifyPin } from "../cards/pin.ts";
 import { findSpendingCard, type SpendingCard } from "../cards/repository.ts";
 import { CardNumber } from "../cards/schemas.ts";
 import { activeOrThrow, lockActiveCard } from "../cards/service.ts";
-import { outboxRows } from "../events/outbox.ts";
-import type { OutboxEvent } from "../webhooks/repository.ts";
-import type { BatchedTransfer } from "./batch-repository.ts";
+import { outboxRow } from "../events/outbox.ts";
 import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
 import {
   createSpeiOrder,
@@ -123,12 +121,15 @@ export async function sendCardTransfer(
   const answer = { status: 200, body: ok(transferData(card, order), successMessage) };
   return ctx.transferBatcher.submit({
     transfer: {
-      order: newOrderOf(prepared.row) as BatchedTransfer["order"],
+      order: newOrderOf(prepared.row),
       entry: prepared.entry,
-      event: outboxRows([
-        { type: "transfer.out.created", clientId: card.client_id, data: order.view },
-      ])[0] as OutboxEvent,
-      record: idempotency && { ...idempotency, status: answer.status, body: answer.body },
+      event: outboxRow({ type: "transfer.out.created", clientId: card.client_id, data: order.view }),
+      record: idempotency && {
+        apiKeyId: idempotency.apiKeyId,
+        key: idempotency.key,
+        requestHash: idempotency.requestHash,
+        ...answer,
+      },
       card: { id: card.id, pinHash, commissionCents: card.transfer_commission_cents },
     },
     answer: { ...answer, replayed: false },

@@ -186,7 +186,7 @@ async function insertWithFreshTrackingKey(tx: Tx, prepared: PreparedSpeiOrder): 
 }
 
 /** The columns a new order is inserted with (the rest take their defaults). */
-export function newOrderOf(row: repo.SpeiOrderRow): repo.NewSpeiOrder {
+export function newOrderOf(row: repo.SpeiOrderRow): repo.NewSpeiOrderRow {
   const { status: _, rail_reference: _r, state_detail: _d, return_cause: _c, ...fields } = row;
   const { reversal_entry_id: _e, sent_at: _s, settled_at: _t, returned_at: _u, ...inserted } = fields;
   return inserted;

@@ -204,6 +204,8 @@ export async function operationsFrom(
 // ---- outgoing orders ----
 
 export type NewSpeiOrder = Insertable<SpeiOrdersTable>;
+/** A new order as Emisor writes it: made at a known instant. */
+export type NewSpeiOrderRow = NewSpeiOrder & { created_at: Date; updated_at: Date };
 
 export interface SpeiOrderRow {
   id: string;
