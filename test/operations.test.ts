@@ -18,7 +18,7 @@ import { openDatabase } from "../src/db/database.ts";
 import { isDatabaseUnavailable } from "../src/db/failures.ts";
 import { limits } from "../src/limits.ts";
 import { bannerOf } from "./helpers/banner.ts";
-import { startTcpProxy } from "./helpers/tcp-proxy.ts";
+import { startTcpProxy, type TcpProxy } from "./helpers/tcp-proxy.ts";
 
 const baseUrl = process.env.DATABASE_URL;
 const pgOnly = baseUrl
@@ -236,15 +236,21 @@ test("SIGTERM: a request in flight completes once, new connections are refused, 
   assert.equal(await again.exited, 0);
 });
 
-test("database down: 503 envelope within the bound, /ready 503, then the service heals by itself", {
-  skip: pgOnly,
-}, async () => {
+/** A scratch database reached through a TCP proxy the test can cut, freeze or half-freeze. */
+async function scratchDatabaseBehindProxy(): Promise<{ proxy: TcpProxy; viaProxy: URL }> {
   const target = await scratchDatabase();
   const proxy = await startTcpProxy(target.hostname || "127.0.0.1", Number(target.port || 5432));
   cleanups.push(() => proxy.close());
   const viaProxy = new URL(target.toString());
   viaProxy.hostname = "127.0.0.1";
   viaProxy.port = String(proxy.port);
+  return { proxy, viaProxy };
+}
+
+test("database down: 503 envelope within the bound, /ready 503, then the service heals by itself", {
+  skip: pgOnly,
+}, async () => {
+  const { proxy, viaProxy } = await scratchDatabaseBehindProxy();
   const queryTimeoutMs = 1500;
   const service = await startService({
     DATABASE_URL: viaProxy.toString(),
@@ -312,12 +318,7 @@ test("database down: 503 envelope within the bound, /ready 503, then the service
 test("a COMMIT whose answer never came: 504 (6003, outcome unknown), and its key's retry answers what was done", {
   skip: pgOnly,
 }, async () => {
-  const target = await scratchDatabase();
-  const proxy = await startTcpProxy(target.hostname || "127.0.0.1", Number(target.port || 5432));
-  cleanups.push(() => proxy.close());
-  const viaProxy = new URL(target.toString());
-  viaProxy.hostname = "127.0.0.1";
-  viaProxy.port = String(proxy.port);
+  const { proxy, viaProxy } = await scratchDatabaseBehindProxy();
   const service = await startService({
     DATABASE_URL: viaProxy.toString(),
     EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
