@@ -81,13 +81,15 @@ function ordersCte(transfers: BatchedTransfer[]) {
 }
 
 /**
- * A batch of transfers out as ONE statement, its own transaction: the orders, their rail jobs and
- * events first (they contend for nothing; an order's reference to its entry is checked at the
- * commit), then the cards, locked in id order and still as each transfer was decided on (ACTIVE,
- * the PIN that was checked and not locked, the product's commission), then the ledger (each card
- * must still cover its transfers), then the idempotency keys, which must all be new. Any check that
- * fails raises EM001 (emisor_require) and the statement writes nothing: the caller then runs each
- * transfer on its own, which answers each its own refusal.
+ * A batch of transfers out as ONE statement, its own transaction, its steps in the order of the
+ * target list (a scalar subquery runs where it first appears): the cards, locked in id order and
+ * still as each transfer was decided on (ACTIVE, the PIN that was checked and not locked, the
+ * product's commission); the ledger, its rows locked in the ledger's order (each card must still
+ * cover its transfers); then the orders (whose references to those rows take locks already held),
+ * their rail jobs and events; last the idempotency keys, which must all be new. Every lock is thus
+ * taken in the order a transfer on its own takes them: cards, then their balances, then the shared
+ * rows. Any check that fails raises EM001 (emisor_require) and the statement writes nothing: the
+ * caller then runs each transfer on its own, which answers each its own refusal.
  */
 export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[]): Promise<void> {
   const cards = new Map(transfers.map((t) => [t.card.id, t.card]));
@@ -109,11 +111,11 @@ export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[])
     ${ledger.ctes},
     ${keyRecordsCte(records, sql`on conflict do nothing`)}
     select
-      (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events,
-      emisor_require((select count(*) from orders) = ${transfers.length}, 'a tracking key is taken') as orders,
-      (select count(*) from jobs) as jobs,
       emisor_require((select count(*) from cards_as_decided) = ${cardRows.length}, 'a card changed') as cards,
       ${ledger.steps},
+      emisor_require((select count(*) from orders) = ${transfers.length}, 'a tracking key is taken') as orders,
+      (select count(*) from jobs) as jobs,
+      (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events,
       emisor_require((select count(*) from keys) = ${records.length}, 'an idempotency key is taken') as keyed`.execute(
     db,
   );
