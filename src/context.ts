@@ -7,6 +7,7 @@ import { AuthService } from "./modules/auth/service.ts";
 import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
 import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
+import { KnownCards } from "./modules/transfers/known-cards.ts";
 import { applySpeiStateChange } from "./modules/transfers/outgoing.ts";
 import { createRails, type Rails } from "./rails/index.ts";
 
@@ -22,6 +23,8 @@ export interface AppContext {
   rails: Rails;
   /** Transfers out of this process, written in batches. */
   transferBatcher: TransferBatcher;
+  /** The cards this process last sent transfers from, as last read. */
+  knownCards: KnownCards;
 }
 
 export async function createContext(
@@ -56,5 +59,15 @@ export async function createContext(
     await applySpeiStateChange(database.db, change);
   });
   const transferBatcher = new TransferBatcher(database.db);
-  return { config, database, db: database.db, keys, systemKey, auth, rails, transferBatcher };
+  return {
+    config,
+    database,
+    db: database.db,
+    keys,
+    systemKey,
+    auth,
+    rails,
+    transferBatcher,
+    knownCards: new KnownCards(),
+  };
 }

@@ -533,3 +533,36 @@ test("a batch whose card changed falls back to each transfer on its own, which a
   expectError(await send(tenant, body(card.id, { amount: 1 })), 5307, 422);
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
+
+test("a card sent from before is checked again by its batch: a changed PIN, a wrong PIN and a block all count", async () => {
+  const { tenant, card } = await readyCard();
+  const where = { latitude: 19.4326, longitude: -99.1332 };
+  expectOk(await send(tenant, body(card.id, { amount: 1 })));
+  // The PIN changes: the old one is now wrong (and counted), the new one pays.
+  const pin = encryptFor(t.ctx.systemKey.publicKeyPem, "7373");
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/pin", { token: tenant.token, body: { card_number: card.id, pin } }),
+  );
+  expectError(await send(tenant, body(card.id, { amount: 1 })), 5309, 422);
+  const attempts = async () =>
+    (
+      await t.ctx.db
+        .selectFrom("cards")
+        .select("pin_failed_attempts")
+        .where("id", "=", card.id)
+        .executeTakeFirstOrThrow()
+    ).pin_failed_attempts;
+  assert.equal(await attempts(), 1);
+  expectOk(await send(tenant, body(card.id, { amount: 1, pin: "7373" })));
+  assert.equal(await attempts(), 0);
+  expectOk(await send(tenant, body(card.id, { amount: 1, pin: "7373" })));
+  expectOk(
+    await call(t.app, "PUT", "/v1/cards/status", {
+      token: tenant.token,
+      body: { card_number: card.id, status: "TEMPORARY_INACTIVE", ...where },
+    }),
+  );
+  expectError(await send(tenant, body(card.id, { amount: 1, pin: "7373" })), 5307, 422);
+  assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 3n * 1_260n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});

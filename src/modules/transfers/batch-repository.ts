@@ -83,8 +83,8 @@ function ordersCte(transfers: BatchedTransfer[]) {
 /**
  * A batch of transfers out as ONE statement, its own transaction, its steps in the order of the
  * target list (a scalar subquery runs where it first appears): the cards, locked in id order and
- * still as each transfer was decided on (ACTIVE, the PIN that was checked and not locked, the
- * product's commission); the ledger, its rows locked in the ledger's order (each card must still
+ * still as each transfer was decided on (ACTIVE, the PIN's verification value, no wrong PIN counted,
+ * the product's commission); the ledger, its rows locked in the ledger's order (each card must still
  * cover its transfers); then the orders (whose references to those rows take locks already held),
  * their rail jobs and events; last the idempotency keys, which must all be new. Every lock is thus
  * taken in the order a transfer on its own takes them: cards, then their balances, then the shared
@@ -105,7 +105,7 @@ export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[])
       join unnest(${cardRows.map((c) => c.id)}::uuid[], ${cardRows.map((c) => c.pinHash)}::text[],
         ${cardRows.map((c) => String(c.commissionCents))}::bigint[]) as v(id, pin_hash, commission_cents)
         on v.id = c.id
-      where c.status = 'ACTIVE' and c.pin_hash = v.pin_hash and not c.pin_locked
+      where c.status = 'ACTIVE' and c.pin_hash = v.pin_hash and not c.pin_locked and c.pin_failed_attempts = 0
         and p.transfer_commission_cents = v.commission_cents
       order by c.id for update of c),
     ${ledger.ctes},

@@ -13,15 +13,15 @@ import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
-import { parsePesos, toPesos } from "../../ledger/money.ts";
+import { ivaOf, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
-import { cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
-import { verifyPin } from "../cards/pin.ts";
+import { type CardRef, cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
+import { pinVerificationValue, readPin, verifyPin } from "../cards/pin.ts";
 import { findSpendingCard, type SpendingCard } from "../cards/repository.ts";
 import { CardNumber } from "../cards/schemas.ts";
 import { activeOrThrow, lockActiveCard } from "../cards/service.ts";
 import { outboxRow } from "../events/outbox.ts";
-import { BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
+import { type Beneficiary, BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
 import {
   createSpeiOrder,
   newOrderOf,
@@ -94,31 +94,64 @@ export async function sendCardTransfer(
     card_number: cardRefName(ref),
   });
   if (stored) return stored;
-  // A card that cannot pay is the key's final answer, as every refusal on the caller's data.
+  const request: TransferRequest = { caller, ref, pinText: body.pin, amountCents, beneficiary, idempotency };
+  const known = ctx.knownCards.find(caller.clientId, ref);
+  return known ? sendKnown(ctx, request, known) : sendRead(ctx, request, true);
+}
+
+interface TransferRequest {
+  caller: Caller;
+  ref: CardRef;
+  pinText: string;
+  amountCents: bigint;
+  beneficiary: Beneficiary;
+  idempotency: IdempotencyScope | undefined;
+}
+
+/**
+ * From a card seen before: nothing is read. The batch checks the PIN's verification value and the
+ * card's state under lock; when it cannot, the transfer is read and checked as any other.
+ */
+async function sendKnown(ctx: AppContext, request: TransferRequest, card: SpendingCard) {
+  const pin = await readPin(ctx, request.pinText, true);
+  const pinHash = pinVerificationValue(ctx, card.id, pin);
+  return submit(ctx, request, card, pinHash, () => sendRead(ctx, request, false));
+}
+
+/**
+ * From the card as read now: refused as the key's final answer when it cannot pay, its PIN checked
+ * (a wrong one counted even though the request then fails), then batched (`batched`, and the card
+ * covers it) or sent on its own.
+ */
+async function sendRead(ctx: AppContext, request: TransferRequest, batched: boolean) {
+  const { caller, ref, idempotency } = request;
   const resolved = await checkBeforeWork(ctx.db, idempotency, async () => {
     const found = await findSpendingCard(ctx.db, caller.clientId, ref);
     if (!found) throw new AppError(errors.cardNotFound);
+    ctx.knownCards.remember(caller.clientId, ref, found);
     return activeOrThrow(found);
   });
   if ("stored" in resolved) return resolved.stored;
   const card = resolved.value;
-  // Recorded on its own: a wrong PIN is counted even though this request then fails.
-  const pinHash = await verifyPin(ctx, card, body.pin);
-  const input = {
-    clientId: card.client_id,
-    payerAccountId: card.id,
-    cardId: card.id,
-    amountCents,
-    commissionCents: card.transfer_commission_cents,
-    beneficiary,
-    vaultKey: ctx.keys.vault,
-  };
-  const alone = () => sendAlone(ctx, caller, card, input, idempotency);
-  const prepared = prepareSpeiOrder(input);
-  // A card that does not cover it is refused on its own, without failing a batch.
-  if (card.balance_cents < prepared.totalCents) return alone();
+  const pinHash = await verifyPin(ctx, card, request.pinText);
+  const alone = () => sendAlone(ctx, request, card);
+  const total = request.amountCents + card.transfer_commission_cents + ivaOf(card.transfer_commission_cents);
+  if (!batched || card.balance_cents < total) return alone();
+  return submit(ctx, request, card, pinHash, alone);
+}
+
+/** Queues the transfer for the next batch; `alone` answers it when its batch cannot be written. */
+function submit(
+  ctx: AppContext,
+  request: TransferRequest,
+  card: SpendingCard,
+  pinHash: string,
+  alone: () => Promise<IdempotentResult>,
+): Promise<IdempotentResult> {
+  const prepared = prepareSpeiOrder(orderInput(ctx, request, card));
   const order = speiOrderOf(prepared);
   const answer = { status: 200, body: ok(transferData(card, order), successMessage) };
+  const { idempotency } = request;
   return ctx.transferBatcher.submit({
     transfer: {
       order: newOrderOf(prepared.row),
@@ -133,22 +166,38 @@ export async function sendCardTransfer(
       card: { id: card.id, pinHash, commissionCents: card.transfer_commission_cents },
     },
     answer: { ...answer, replayed: false },
-    alone,
+    alone: async () => {
+      const result = await alone().catch((error: unknown) => {
+        ctx.knownCards.ranAlone(card.id, false);
+        throw error;
+      });
+      ctx.knownCards.ranAlone(card.id, result.status === 200);
+      return result;
+    },
   });
 }
 
+function orderInput(ctx: AppContext, request: TransferRequest, card: SpendingCard): SpeiOrderInput {
+  return {
+    clientId: card.client_id,
+    payerAccountId: card.id,
+    cardId: card.id,
+    amountCents: request.amountCents,
+    commissionCents: card.transfer_commission_cents,
+    beneficiary: request.beneficiary,
+    vaultKey: ctx.keys.vault,
+  };
+}
+
 /** The transfer in a transaction of its own: the card re-read under lock, the order, the entry. */
-function sendAlone(
-  ctx: AppContext,
-  caller: Caller,
-  card: SpendingCard,
-  input: SpeiOrderInput,
-  idempotency: IdempotencyScope | undefined,
-): Promise<IdempotentResult> {
-  return runIdempotent(ctx.db, idempotency, async (tx) => {
+function sendAlone(ctx: AppContext, request: TransferRequest, card: SpendingCard): Promise<IdempotentResult> {
+  return runIdempotent(ctx.db, request.idempotency, async (tx) => {
     // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
-    const locked = await lockActiveCard(tx, caller, card.id);
-    const order = await createSpeiOrder(tx, { ...input, commissionCents: locked.transfer_commission_cents });
+    const locked = await lockActiveCard(tx, request.caller, card.id);
+    const order = await createSpeiOrder(tx, {
+      ...orderInput(ctx, request, card),
+      commissionCents: locked.transfer_commission_cents,
+    });
     return { status: 200, body: ok(transferData(card, order), successMessage) };
   });
 }
