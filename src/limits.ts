@@ -203,6 +203,8 @@ export const limits = {
 
   /** Rail dispatch: rows one worker pass claims, per rail. */
   railBatchSize: 20,
+  /** Rail dispatch: orders of one pass handed over at once. */
+  railDispatchConcurrency: 8,
   /** Rail dispatch: how often a worker looks for due work when idle, in milliseconds. */
   railPollIntervalMs: 500,
   /** A claimed rail job is invisible to other workers this long (then re-sent: rails dedup), in seconds. */

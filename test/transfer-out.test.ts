@@ -72,8 +72,8 @@ async function order(
 const statusOf = async (id: string) =>
   (await t.ctx.db.selectFrom("spei_orders").select("status").where("id", "=", id).executeTakeFirstOrThrow())
     .status;
-const dispatch = (rail: SpeiRail = t.ctx.rails.spei, db: Db = t.ctx.db) =>
-  dispatchSpeiOrders({ db, rail, vaultKey: t.ctx.keys.vault });
+const dispatch = (rail: SpeiRail = t.ctx.rails.spei, db: Db = t.ctx.db, lanes?: number) =>
+  dispatchSpeiOrders({ db, rail, vaultKey: t.ctx.keys.vault, lanes });
 const getOrder = (who: Tenant, id: string) =>
   call<{ transfer: Record<string, unknown> }>(t.app, "GET", `/v1/transfer/cards/${id}`, { token: who.token });
 
@@ -523,7 +523,8 @@ test("a dispatcher whose claimed batch outlived the lease skips the jobs another
     close: async () => {},
   };
   const before = sim.submissions.length;
-  const first = dispatch(slowFirst);
+  // One lane: the rest of its batch waits behind the hanging call, as the jobs of any lane do.
+  const first = dispatch(slowFirst, t.ctx.db, 1);
   const hanging = await stalledOn;
   // Meanwhile the leases of the rest of its batch run out, and a second dispatcher claims them.
   await sql`update rail_outbox set next_attempt_at = now() - interval '1 second'

@@ -44,6 +44,8 @@ export interface SpeiDispatchDeps {
   vaultKey: Buffer;
   /** Where a failed attempt is reported (never with personal data). */
   warn?: (message: string, detail: Record<string, unknown>) => void;
+  /** Orders of one pass handed over at once (default `limits.railDispatchConcurrency`). */
+  lanes?: number;
 }
 
 /** One pass; returns how many jobs it claimed. */
@@ -52,7 +54,13 @@ export async function dispatchSpeiOrders(
   batch: number = limits.railBatchSize,
 ): Promise<number> {
   const jobs = await claimRailJobs(deps.db, "SPEI", batch, limits.railLeaseSeconds);
-  for (const job of jobs) await dispatchOne(deps, job);
+  // Orders are independent (the rail deduplicates each by its tracking key): a few at once, so a
+  // backlog drains at the rail's pace rather than one round trip after another.
+  const queue = [...jobs];
+  const lane = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) await dispatchOne(deps, job);
+  };
+  await Promise.all(Array.from({ length: deps.lanes ?? limits.railDispatchConcurrency }, lane));
   return jobs.length;
 }
 
