@@ -363,11 +363,11 @@ async function runScenarios(
 
   await distinctClients(server, clients, clientCards, ceiling);
   await cipheredPayments(server, root, ciphered, ceiling);
+  // It waits for the SPEI workers to settle the orders it made, up to a minute, before the next.
+  await transfersOut(server, root, transferCards, hot64.rps);
   await listing(server, root);
   await scalingCurve(server, root, hotIds, hot64);
   if (size.history > 0) await growth(server, root, hotIds);
-  // Last: the orders it leaves keep the SPEI workers busy long after it ends.
-  await transfersOut(server, root, transferCards, hot64.rps);
 }
 
 async function distinctClients(
