@@ -63,7 +63,8 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
   const status = fastifyError.statusCode ?? 500;
   if (status === 404) return send(reply, errors.routeNotFound, errors.routeNotFound.message);
   if (status >= 400 && status < 500) return send(reply, errors.validationFailed, error.message);
-  if (isOutcomeUnknown(error)) {
+  // A read changes nothing, whatever its last statement was: retrying it is always safe (503).
+  if (isOutcomeUnknown(error) && request.method !== "GET" && request.method !== "HEAD") {
     request.log.warn({ err: error }, "database outcome unknown");
     return send(reply, errors.databaseOutcomeUnknown, errors.databaseOutcomeUnknown.message);
   }

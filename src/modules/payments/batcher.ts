@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { randomInt } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
+import { decisionRefused } from "../../db/failures.ts";
 import {
+  type IdempotencyRecord,
   type IdempotencyScope,
   type IdempotentResult,
   isFinalRefusal,
@@ -81,7 +83,7 @@ const retryableCodes = new Set(["40P01", "40001", "23505"]);
 export type BatchForm = "at_once" | "under_lock" | "fell_back";
 
 /** Errors after which the one-statement form is known to have written nothing. */
-const rolledBackCodes = new Set([repo.decisionRefused, "40P01", "40001", "23505"]);
+const rolledBackCodes = new Set([decisionRefused, "40P01", "40001", "23505"]);
 /** How many payers' balances and cards' statuses a process remembers for deciding at once. */
 const memoryCapacity = 100_000;
 
@@ -318,10 +320,7 @@ function accept(request: PaymentRequest, status: string): Accepted {
   };
 }
 
-function record(
-  scope: IdempotencyScope,
-  response: { status: number; body: Envelope },
-): repo.IdempotencyRecord {
+function record(scope: IdempotencyScope, response: { status: number; body: Envelope }): IdempotencyRecord {
   return { apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, ...response };
 }
 

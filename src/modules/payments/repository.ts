@@ -2,8 +2,6 @@ import { sql } from "kysely";
 import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../db/idempotency.ts";
 
-export type { IdempotencyRecord };
-
 import type { Envelope } from "../../http/envelope.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
 
@@ -204,8 +202,6 @@ export async function applyPaymentsAtOnce(db: Db, batch: BatchAtOnce): Promise<M
   );
   return new Map((result.rows[0]?.balances ?? []).map((b) => [b.id, BigInt(b.balance)]));
 }
-
-export { decisionRefused } from "../../db/failures.ts";
 
 function amounts(sums: Map<string, bigint>) {
   return sql`(select unnest(${[...sums.keys()]}::uuid[]) as id, unnest(${[...sums.values()].map(String)}::bigint[]) as amount)`;

@@ -13,7 +13,7 @@ import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
-import { ivaOf, parsePesos, toPesos } from "../../ledger/money.ts";
+import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { type CardRef, cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
 import { pinVerificationValue, readPin, verifyPin } from "../cards/pin.ts";
@@ -25,6 +25,7 @@ import { type Beneficiary, BeneficiaryProperties, validateBeneficiary } from "./
 import {
   createSpeiOrder,
   newOrderOf,
+  type PreparedSpeiOrder,
   prepareSpeiOrder,
   type SpeiOrder,
   type SpeiOrderInput,
@@ -115,7 +116,8 @@ interface TransferRequest {
 async function sendKnown(ctx: AppContext, request: TransferRequest, card: SpendingCard) {
   const pin = await readPin(ctx, request.pinText, true);
   const pinHash = pinVerificationValue(ctx, card.id, pin);
-  return submit(ctx, request, card, pinHash, () => sendRead(ctx, request, false));
+  const prepared = prepareSpeiOrder(orderInput(ctx, request, card));
+  return submit(ctx, request, card, prepared, pinHash, () => sendRead(ctx, request, false));
 }
 
 /**
@@ -135,9 +137,9 @@ async function sendRead(ctx: AppContext, request: TransferRequest, batched: bool
   const card = resolved.value;
   const pinHash = await verifyPin(ctx, card, request.pinText);
   const alone = () => sendAlone(ctx, request, card);
-  const total = request.amountCents + card.transfer_commission_cents + ivaOf(card.transfer_commission_cents);
-  if (!batched || card.balance_cents < total) return alone();
-  return submit(ctx, request, card, pinHash, alone);
+  const prepared = prepareSpeiOrder(orderInput(ctx, request, card));
+  if (!batched || card.balance_cents < prepared.totalCents) return alone();
+  return submit(ctx, request, card, prepared, pinHash, alone);
 }
 
 /** Queues the transfer for the next batch; `alone` answers it when its batch cannot be written. */
@@ -145,10 +147,10 @@ function submit(
   ctx: AppContext,
   request: TransferRequest,
   card: SpendingCard,
+  prepared: PreparedSpeiOrder,
   pinHash: string,
   alone: () => Promise<IdempotentResult>,
 ): Promise<IdempotentResult> {
-  const prepared = prepareSpeiOrder(orderInput(ctx, request, card));
   const order = speiOrderOf(prepared);
   const answer = { status: 200, body: ok(transferData(card, order), successMessage) };
   const { idempotency } = request;
