@@ -8,7 +8,7 @@ import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
 import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { KnownCards } from "./modules/transfers/known-cards.ts";
-import { applySpeiStateChange } from "./modules/transfers/outgoing.ts";
+import { SpeiStateChanges } from "./modules/transfers/state-changes.ts";
 import { createRails, type Rails } from "./rails/index.ts";
 
 /** What every module is built from: configuration, the database and the keys. */
@@ -25,6 +25,8 @@ export interface AppContext {
   transferBatcher: TransferBatcher;
   /** The cards this process last sent transfers from, as last read. */
   knownCards: KnownCards;
+  /** The SPEI rail's state changes (callbacks, or the simulator's), applied in batches. */
+  speiStateChanges: SpeiStateChanges;
 }
 
 export async function createContext(
@@ -55,8 +57,9 @@ export async function createContext(
   });
   const rails = createRails(config);
   // The rail's asynchronous state changes (settled, returned) go through the order state machine.
+  const speiStateChanges = new SpeiStateChanges(database.db);
   rails.spei.onStateChange(async (change) => {
-    await applySpeiStateChange(database.db, change);
+    await speiStateChanges.apply(change);
   });
   const transferBatcher = new TransferBatcher(database.db);
   return {
@@ -69,5 +72,6 @@ export async function createContext(
     rails,
     transferBatcher,
     knownCards: new KnownCards(),
+    speiStateChanges,
   };
 }

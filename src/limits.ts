@@ -139,6 +139,8 @@ export const limits = {
   paymentBatchMax: 256,
   /** Transfers out written by one statement, at most. */
   transferBatchMax: 64,
+  /** Rail state changes (settlements, returns) applied by one transaction, at most. */
+  stateChangeBatchMax: 64,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */
@@ -202,9 +204,9 @@ export const limits = {
   trackingKeyAttemptsMax: 5,
 
   /** Rail dispatch: rows one worker pass claims, per rail. */
-  railBatchSize: 20,
+  railBatchSize: 64,
   /** Rail dispatch: orders of one pass handed over at once. */
-  railDispatchConcurrency: 8,
+  railDispatchConcurrency: 32,
   /** Rail dispatch: how often a worker looks for due work when idle, in milliseconds. */
   railPollIntervalMs: 500,
   /** A claimed rail job is invisible to other workers this long (then re-sent: rails dedup), in seconds. */

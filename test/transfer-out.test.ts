@@ -734,3 +734,138 @@ test("a settlement's TsLiquidacion without a zone is Mexico City time; one that 
   }
   await assertLedgerBalanced(t);
 });
+
+test("a burst of rail callbacks is applied in batches, each answered as it would be alone", async () => {
+  const payer = await fundedCardAccount(t, tenant.clientId, 100000n);
+  const orders: SpeiOrder[] = [];
+  for (let i = 0; i < 7; i++) orders.push(await order(payer, 1000n + BigInt(i), 100n));
+  await dispatch();
+  const [a, b, c, returned, twice, nextDay, cancelled] = orders as [SpeiOrder, ...SpeiOrder[]] & SpeiOrder[];
+  const state = (o: SpeiOrder | undefined, Estado: string, extra: Record<string, unknown> = {}) =>
+    postSigned(t, "/v1/rails/spei/order-state", {
+      ClaveRastreo: o?.trackingKey,
+      FechaOperacion: o?.operationDate,
+      Estado,
+      ...extra,
+    });
+  const settledBefore = (await eventsOf(t, tenant.clientId, "transfer.out.settled")).length;
+  const applied = { ...t.ctx.speiStateChanges.applied };
+  // Sent at once: while the first is written the rest queue, and go as the next batch.
+  const answers = await Promise.all([
+    state(a, "LIQUIDACION"),
+    state(b, "LIQUIDACION"),
+    state(c, "LIQUIDACION", { Detalle: "Tarjeta 5311 0105 6911 4749" }),
+    state(returned, "DEVOLUCION", { CausaDevolucion: "03" }),
+    state(twice, "LIQUIDACION"),
+    state(twice, "DEVOLUCION", { CausaDevolucion: "01" }),
+    // The rail moved the operation date to the next day; the key still names the order.
+    state(nextDay, "LIQUIDACION", { FechaOperacion: "2099-01-02" }),
+    state(cancelled, "CANCELACION", { Detalle: "Cancelada por el participante" }),
+    state({ ...(a as SpeiOrder), trackingKey: "EMNOSUCHKEY0000000000001" }, "LIQUIDACION"),
+    state(a, "LIQUIDACION"),
+  ]);
+  expectError(answers[8] as Awaited<ReturnType<typeof state>>, 3502, 404);
+  // The first alone, the other nine together.
+  assert.deepEqual(t.ctx.speiStateChanges.applied, {
+    inBatches: applied.inBatches + 9,
+    alone: applied.alone + 1,
+  });
+  const seen = answers
+    .filter((_, i) => i !== 8)
+    .map((answer) => {
+      const data = expectOk(answer) as {
+        applied: boolean;
+        transfer: { status: string; status_detail: string | null };
+      };
+      return [data.applied, data.transfer.status];
+    });
+  assert.deepEqual(seen, [
+    [true, "LIQUIDADA"],
+    [true, "LIQUIDADA"],
+    [true, "LIQUIDADA"],
+    [true, "DEVUELTA"],
+    [true, "LIQUIDADA"],
+    [true, "DEVUELTA"],
+    [true, "LIQUIDADA"],
+    [true, "CANCELADA"],
+    [false, "LIQUIDADA"],
+  ]);
+  const masked = expectOk(await getOrder(tenant, (c as SpeiOrder).id)).transfer;
+  assert.doesNotMatch(String(masked.status_detail), /5311 0105 6911 4749/);
+  // Three returned in full; four settled, each announced once, with the view the API shows.
+  const fees = 100n + 16n;
+  const kept = [a, b, c, nextDay].reduce((sum, o) => sum + (o as SpeiOrder).amountCents + fees, 0n);
+  assert.equal(await balanceOf(t.ctx.db, payer), 100000n - kept);
+  const settled = (await eventsOf(t, tenant.clientId, "transfer.out.settled")).slice(settledBefore);
+  assert.equal(settled.length, 5);
+  for (const o of [a, b, c, nextDay]) {
+    const view = expectOk(await getOrder(tenant, (o as SpeiOrder).id)).transfer;
+    assert.deepEqual(
+      settled.filter((e) => e.id === view.id),
+      [view],
+    );
+  }
+  const jobs = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select("id")
+    .where(
+      "ref_id",
+      "in",
+      orders.map((o) => o.id),
+    )
+    .execute();
+  assert.deepEqual(jobs, []);
+  await assertLedgerBalanced(t);
+});
+
+test("one dispatch pass sends a chunk at once: accepted, refused and unanswered orders each end as alone", async () => {
+  const sim = speiSimulator(t);
+  await expireRailLeases(t);
+  await dispatch();
+  const payer = await fundedCardAccount(t, tenant.clientId, 100000n);
+  const [ok1, refused, unanswered, ok2] = [
+    await order(payer, 1000n, 100n),
+    await order(payer, 2000n, 100n),
+    await order(payer, 3000n, 100n),
+    await order(payer, 4000n, 100n),
+  ];
+  sim.decide = (message) =>
+    message.trackingKey === refused?.trackingKey
+      ? { reject: "Cuenta beneficiaria inexistente" }
+      : message.trackingKey === unanswered?.trackingKey
+        ? "UNAVAILABLE"
+        : { estado: "LIQUIDACION" };
+  assert.equal(await dispatch(), 4);
+  assert.deepEqual(
+    [
+      await statusOf(ok1.id),
+      await statusOf(refused.id),
+      await statusOf(unanswered.id),
+      await statusOf(ok2.id),
+    ],
+    ["ENVIADA", "CANCELADA", "PENDIENTE", "ENVIADA"],
+  );
+  const due = async (id: string) =>
+    (
+      await t.ctx.db
+        .selectFrom("rail_outbox")
+        .select(sql<number>`extract(epoch from next_attempt_at - now())::int`.as("due_in"))
+        .where("ref_id", "=", id)
+        .executeTakeFirst()
+    )?.due_in;
+  // Sent: due at the settlement check; refused: done; unanswered: retried after its backoff.
+  assert.ok(Number(await due(ok1.id)) > 590);
+  assert.ok(Number(await due(ok2.id)) > 590);
+  assert.equal(await due(refused.id), undefined);
+  assert.ok(Number(await due(unanswered.id)) <= 2);
+  assert.equal(await balanceOf(t.ctx.db, payer), 100000n - (1000n + 116n) - (3000n + 116n) - (4000n + 116n));
+  const ref = await t.ctx.db
+    .selectFrom("spei_orders")
+    .select(["rail_reference", "sent_at"])
+    .where("id", "=", ok1.id)
+    .executeTakeFirstOrThrow();
+  assert.match(String(ref.rail_reference), /^SIM/);
+  assert.ok(ref.sent_at);
+  await sim.flush();
+  await assertLedgerBalanced(t);
+});

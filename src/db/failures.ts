@@ -60,3 +60,14 @@ export function isOutcomeUnknown(error: unknown): boolean {
 
 /** SQLSTATE of `emisor_require` (migration 0008): a statement's checks failed and it wrote nothing. */
 export const decisionRefused = "EM001";
+
+const rolledBackCodes = new Set([decisionRefused, "40P01", "40001", "23505"]);
+
+/**
+ * A batch statement that failed this way wrote nothing and can be split: a check refused it, it
+ * lost a deadlock or a serialization race, or a unique key was taken. Each item then runs alone.
+ */
+export function batchWroteNothing(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && rolledBackCodes.has(code);
+}

@@ -1,5 +1,6 @@
+import { BatchQueue, type Queued } from "../../db/batch-queue.ts";
 import type { Db } from "../../db/database.ts";
-import { decisionRefused } from "../../db/failures.ts";
+import { batchWroteNothing } from "../../db/failures.ts";
 import type { IdempotentResult } from "../../db/idempotency.ts";
 import { limits } from "../../limits.ts";
 import { type BatchedTransfer, writeTransfersAtOnce } from "./batch-repository.ts";
@@ -22,59 +23,36 @@ export interface TransferJob {
   alone: () => Promise<IdempotentResult>;
 }
 
-interface Item {
-  job: TransferJob;
-  resolve: (result: IdempotentResult) => void;
-  reject: (error: unknown) => void;
-}
-
-/** Errors after which the statement is known to have written nothing. */
-const rolledBackCodes = new Set([decisionRefused, "40P01", "40001", "23505"]);
-
 export type TransferBatchForm = "at_once" | "alone";
 
 export class TransferBatcher {
   readonly #db: Db;
-  readonly #queue: Item[] = [];
-  #draining = false;
   readonly #observe: (form: TransferBatchForm, transfers: number) => void;
+  readonly #queue: BatchQueue<TransferJob, IdempotentResult>;
 
   constructor(db: Db, observe: (form: TransferBatchForm, transfers: number) => void = () => {}) {
     this.#db = db;
     this.#observe = observe;
+    this.#queue = new BatchQueue(limits.transferBatchMax, (batch) => this.#write(batch));
   }
 
   submit(job: TransferJob): Promise<IdempotentResult> {
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ job, resolve, reject });
-      if (this.#draining) return;
-      this.#draining = true;
-      void this.#drain();
-    });
+    return this.#queue.submit(job);
   }
 
-  async #drain(): Promise<void> {
-    while (this.#queue.length > 0) await this.#write(this.#queue.splice(0, limits.transferBatchMax));
-    this.#draining = false;
-  }
-
-  async #write(batch: Item[]): Promise<void> {
+  async #write(batch: Queued<TransferJob, IdempotentResult>[]): Promise<void> {
     try {
       await writeTransfersAtOnce(
         this.#db,
-        batch.map((item) => item.job.transfer),
+        batch.map(({ item }) => item.transfer),
       );
       this.#observe("at_once", batch.length);
-      for (const item of batch) item.resolve(item.job.answer);
+      for (const { item, resolve } of batch) resolve(item.answer);
       return;
     } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (typeof code !== "string" || !rolledBackCodes.has(code)) {
-        for (const item of batch) item.reject(error);
-        return;
-      }
+      if (!batchWroteNothing(error)) throw error;
     }
     this.#observe("alone", batch.length);
-    await Promise.all(batch.map((item) => item.job.alone().then(item.resolve, item.reject)));
+    await Promise.all(batch.map(({ item, resolve, reject }) => item.alone().then(resolve, reject)));
   }
 }

@@ -1,25 +1,24 @@
 import type { Db } from "../../db/database.ts";
-import {
-  claimRailJobs,
-  completeRailJob,
-  postponeRailJob,
-  type RailJob,
-  renewRailJob,
-  retryRailJobLater,
-} from "../../db/rail-outbox.ts";
+import { postponeRailJob, type RailJob, retryRailJobLater } from "../../db/rail-outbox.ts";
 import { accountTypeCodes } from "../../domain/spei.ts";
 import { limits } from "../../limits.ts";
-import { RailUnavailableError, type SpeiOrderMessage, type SpeiRail } from "../../rails/spei/port.ts";
+import {
+  RailUnavailableError,
+  type SpeiOrderMessage,
+  type SpeiRail,
+  type SubmitResult,
+} from "../../rails/spei/port.ts";
 import { withDeadline } from "../../rails/timeout.ts";
 import { firstCharacters } from "../../text.ts";
 import { railBeneficiaryAccount } from "./beneficiary-card.ts";
+import { claimOrders, completeJobs, recordAccepted } from "./order-batches.ts";
 import { applyStateChangeTx } from "./outgoing.ts";
 import * as repo from "./repository.ts";
 
 /**
- * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs (FOR UPDATE
- * SKIP LOCKED, leased; each lease renewed just before its order is sent), sends each order outside
- * any transaction, and records the answer:
+ * Hands queued transfer-out orders to the SPEI rail. One pass claims due outbox jobs a few at a
+ * time (FOR UPDATE SKIP LOCKED, leased, with their orders), sends them at once outside any
+ * transaction, and records the answers (the accepted ones in one statement):
  * - accepted -> ENVIADA;
  * - refused -> CANCELADA with a full refund, unless the order is ENVIADA already (accepted before:
  *   a refusal of the re-send, such as a participant's "duplicate tracking key", cancels nothing;
@@ -44,43 +43,73 @@ export interface SpeiDispatchDeps {
   vaultKey: Buffer;
   /** Where a failed attempt is reported (never with personal data). */
   warn?: (message: string, detail: Record<string, unknown>) => void;
-  /** Orders of one pass handed over at once (default `limits.railDispatchConcurrency`). */
+  /** Orders claimed and handed over at once (default `limits.railDispatchConcurrency`). */
   lanes?: number;
 }
 
-/** One pass; returns how many jobs it claimed. */
+/**
+ * One pass: up to `batch` jobs, claimed and sent a few at a time (the rail deduplicates each order
+ * by its tracking key, so they are independent); returns how many jobs it claimed. Each chunk is
+ * claimed just before it is sent, so its lease covers its rail calls.
+ */
 export async function dispatchSpeiOrders(
   deps: SpeiDispatchDeps,
   batch: number = limits.railBatchSize,
 ): Promise<number> {
-  const jobs = await claimRailJobs(deps.db, "SPEI", batch, limits.railLeaseSeconds);
-  // Orders are independent (the rail deduplicates each by its tracking key): a few at once, so a
-  // backlog drains at the rail's pace rather than one round trip after another.
-  const queue = [...jobs];
-  const lane = async () => {
-    for (let job = queue.shift(); job; job = queue.shift()) await dispatchOne(deps, job);
-  };
-  await Promise.all(Array.from({ length: deps.lanes ?? limits.railDispatchConcurrency }, lane));
-  return jobs.length;
+  const lanes = deps.lanes ?? limits.railDispatchConcurrency;
+  let claimed = 0;
+  while (claimed < batch) {
+    const chunk = await claimOrders(deps.db, Math.min(lanes, batch - claimed), limits.railLeaseSeconds);
+    claimed += chunk.jobs.length;
+    await dispatchChunk(deps, chunk.jobs, chunk.orders);
+    if (chunk.jobs.length < lanes) break;
+  }
+  return claimed;
 }
 
-async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> {
-  const { db, rail } = deps;
-  // The batch may have outlived the lease it was claimed with: renew it, or skip a job another
-  // worker has taken over since.
-  if (!(await renewRailJob(db, job, limits.railLeaseSeconds))) return;
-  const order = await repo.findOrderById(db, job.refId);
-  if (!order || (order.status !== "PENDIENTE" && order.status !== "ENVIADA")) {
-    await completeRailJob(db, "SPEI", job.refId);
-    return;
-  }
-  let result: Awaited<ReturnType<SpeiRail["submitOrder"]>>;
+type Sent = { job: RailJob; order: repo.SpeiOrderRow; result: SubmitResult };
+
+/** Sends claimed orders at once, and records what the rail accepted in one statement. */
+async function dispatchChunk(
+  deps: SpeiDispatchDeps,
+  jobs: RailJob[],
+  orders: Map<string, repo.SpeiOrderRow>,
+): Promise<void> {
+  const inFlight = (job: RailJob) => {
+    const status = orders.get(job.refId)?.status;
+    return status === "PENDIENTE" || status === "ENVIADA";
+  };
+  await completeJobs(
+    deps.db,
+    jobs.filter((job) => !inFlight(job)).map((job) => job.refId),
+  );
+  const sent = await Promise.all(
+    jobs.filter(inFlight).map((job) => sendOne(deps, job, orders.get(job.refId) as repo.SpeiOrderRow)),
+  );
+  const answered = sent.filter((s): s is Sent => s !== undefined);
+  await recordAccepted(
+    deps.db,
+    answered.flatMap(({ job, order, result }) =>
+      result.accepted ? [{ job, orderId: order.id, railReference: result.railReference }] : [],
+    ),
+    limits.speiSettlementCheckSeconds,
+  );
+  for (const refused of answered) if (!refused.result.accepted) await recordRefusal(deps, refused);
+}
+
+/** Hands one order to the rail; undefined when it did not answer (the job is retried later). */
+async function sendOne(
+  deps: SpeiDispatchDeps,
+  job: RailJob,
+  order: repo.SpeiOrderRow,
+): Promise<Sent | undefined> {
   try {
-    result = await withDeadline(
-      rail.submitOrder(messageOf(order, deps.vaultKey)),
+    const result = await withDeadline(
+      deps.rail.submitOrder(messageOf(order, deps.vaultKey)),
       limits.railCallTimeoutMs,
       () => new RailUnavailableError("SPEI rail did not answer in time"),
     );
+    return { job, order, result };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     deps.warn?.("SPEI order hand-over failed; will retry", {
@@ -88,47 +117,39 @@ async function dispatchOne(deps: SpeiDispatchDeps, job: RailJob): Promise<void> 
       attempts: job.attempts,
       error: message,
     });
-    await retryRailJobLater(db, job, message, {
+    await retryRailJobLater(deps.db, job, message, {
       baseSeconds: limits.railRetryBaseSeconds,
       maxSeconds: limits.railRetryMaxSeconds,
     });
-    return;
+    return undefined;
   }
-  const refusedInFlight = await db.transaction().execute(async (tx) => {
+}
+
+/**
+ * The rail refused an order. Never accepted: cancelled with a full refund, which completes the
+ * job. Accepted earlier (a re-send at the settlement check, or after a lost record): a refusal now
+ * (a participant's "duplicate tracking key") says nothing about the order, which may still settle;
+ * cancelling would refund money the rail may still pay out, so it waits for the next check. A
+ * settled or returned order (its callback won the race) is left as it is.
+ */
+async function recordRefusal(deps: SpeiDispatchDeps, { job, order, result }: Sent): Promise<void> {
+  if (result.accepted) return;
+  const refusedInFlight = await deps.db.transaction().execute(async (tx) => {
     const locked = await repo.lockOrderByTrackingKey(tx, order.operation_date, order.tracking_key);
     if (!locked) return false;
-    if (!result.accepted) {
-      if (locked.status === "ENVIADA") {
-        // Accepted earlier (this is a re-send at the settlement check, or after a lost record):
-        // a refusal now (a participant's "duplicate tracking key") says nothing about the order,
-        // which may still settle. Cancelling would refund money the rail may still pay out.
-        await postponeRailJob(tx, job, limits.speiSettlementCheckSeconds, `refused: ${result.detail}`);
-        return true;
-      }
-      // Never accepted: cancelled with a full refund; completes the job with the state change.
-      // A settled or returned order (its callback won the race) is left as it is.
-      await applyStateChangeTx(tx, locked, {
-        trackingKey: order.tracking_key,
-        operationDate: order.operation_date,
-        estado: "CANCELACION",
-        detalle: result.detail,
-      });
-      return false;
+    if (locked.status === "ENVIADA") {
+      await postponeRailJob(tx, job, limits.speiSettlementCheckSeconds, `refused: ${result.detail}`);
+      return true;
     }
-    await repo.transitionOrder(tx, order.id, ["PENDIENTE"], "ENVIADA", {
-      rail_reference: result.railReference,
-      sent_at: new Date(),
+    await applyStateChangeTx(tx, locked, {
+      trackingKey: order.tracking_key,
+      operationDate: order.operation_date,
+      estado: "CANCELACION",
+      detalle: result.detail,
     });
-    // A settled or returned order is done (its callback won the race); one still in flight keeps
-    // its job, due again after the settlement check period.
-    if (locked.status === "PENDIENTE" || locked.status === "ENVIADA") {
-      await postponeRailJob(tx, job, limits.speiSettlementCheckSeconds);
-    } else {
-      await completeRailJob(tx, "SPEI", order.id);
-    }
     return false;
   });
-  if (refusedInFlight && !result.accepted)
+  if (refusedInFlight)
     deps.warn?.("SPEI rail refused an order it had accepted; kept ENVIADA until the next settlement check", {
       order_id: order.id,
       attempts: job.attempts,

@@ -220,6 +220,14 @@ export async function applySpeiStateChange(db: Db, change: SpeiStateChange): Pro
 }
 
 /**
+ * The rail's text as an order keeps it: masked, not refused (a refusal would leave the order
+ * unsettled), and before the cut, so no part of a card number is left readable.
+ */
+export function stateDetailOf(change: SpeiStateChange): string | null {
+  return firstCharacters(maskCardNumbers(change.detalle), limits.railDetailLengthMax) || null;
+}
+
+/**
  * The order's state machine. PENDIENTE/ENVIADA -> LIQUIDADA on LIQUIDACION; PENDIENTE/ENVIADA/
  * LIQUIDADA -> DEVUELTA on DEVOLUCION (a receiving bank can return a settled transfer);
  * PENDIENTE/ENVIADA -> CANCELADA on CANCELACION. Anything else (a repeated or late callback) is
@@ -230,9 +238,7 @@ export async function applyStateChangeTx(
   order: repo.SpeiOrderRow,
   change: SpeiStateChange,
 ): Promise<boolean> {
-  // The rail's text is masked, not refused (a refusal leaves the order unsettled), and before
-  // the cut, so no part of a card number is left readable.
-  const detail = firstCharacters(maskCardNumbers(change.detalle), limits.railDetailLengthMax) || null;
+  const detail = stateDetailOf(change);
   let applied = false;
   if (change.estado === "LIQUIDACION") {
     applied = await repo.transitionOrder(tx, order.id, ["PENDIENTE", "ENVIADA"], "LIQUIDADA", {

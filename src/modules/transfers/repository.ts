@@ -239,7 +239,7 @@ export interface SpeiOrderRow {
   updated_at: Date;
 }
 
-const orderColumns = sql.raw(`o.id, o.client_id, o.payer_account_id, o.card_id, o.tracking_key,
+export const orderColumns = sql.raw(`o.id, o.client_id, o.payer_account_id, o.card_id, o.tracking_key,
   o.operation_date::text as operation_date, o.amount_cents, o.commission_cents, o.iva_cents,
   o.beneficiary_account, o.beneficiary_card_sealed, o.beneficiary_account_type, o.beneficiary_institution, o.beneficiary_name,
   o.beneficiary_rfc_curp, o.beneficiary_email, o.payment_concept, o.numeric_reference, o.status,

@@ -10,7 +10,7 @@ import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardTransferBody, CardTransferData, sendCardTransfer } from "./card-transfer.ts";
 import { listSpeiOrders } from "./order-listing.ts";
-import { applySpeiStateChange, forceReturn, getSpeiOrder } from "./outgoing.ts";
+import { forceReturn, getSpeiOrder } from "./outgoing.ts";
 import {
   AbonoResultData,
   abonoAmountCents,
@@ -218,7 +218,7 @@ async function registerRailCallbacks(scope: FastifyInstance, ctx: AppContext): P
     },
     async (request) => {
       const body = request.body;
-      const outcome = await applySpeiStateChange(ctx.db, {
+      const outcome = await ctx.speiStateChanges.apply({
         // Emisor's keys are upper case; a rail that changes the case still names the same order.
         trackingKey: body.ClaveRastreo.toUpperCase(),
         operationDate: railDate(body.FechaOperacion, "FechaOperacion"),
