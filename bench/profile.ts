@@ -1,8 +1,9 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|keyed|ciphered|distinct|lookup|listing|/v1/any/get/path] [seconds] [connections]
+ *   npm run build && node --import tsx bench/profile.ts [payment|keyed|ciphered|distinct|lookup|listing|transfer|/v1/any/get/path] [seconds] [connections]
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
- * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection.)
+ * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection; `transfer`
+ * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on.)
  * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
@@ -12,8 +13,9 @@
  */
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { buildClabe } from "../src/domain/clabe.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { cardPayments, distinctPayerRequests, load } from "./lib/load.ts";
+import { cardPayments, distinctPayerRequests, load, transferOutRequests } from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -92,6 +94,16 @@ async function main(): Promise<void> {
       });
       distinct = distinctPayerRequests(clients, theirs);
     }
+    if (scenario === "transfer") {
+      await seed.pool(cards.slice(0, 100), 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
+      await seed.setPins(
+        server.url,
+        root.token,
+        await seed.systemPublicKey(server.url, root.token),
+        cards.slice(0, 100),
+        "4821",
+      );
+    }
     // `listing`: the first page of 50 of a collection CLABE's 20,000 incoming transfers.
     if (scenario === "listing") await seed.seedTransfers(pgs, database, root.clabe, 20_000, 30);
     let i = 0;
@@ -130,14 +142,21 @@ async function main(): Promise<void> {
                 onMeasureStart: measureCpu,
               }
             : {
-                url: `${server.url}/v1/cards/payment`,
+                url: `${server.url}${scenario === "transfer" ? "/v1/transfer/cards" : "/v1/cards/payment"}`,
                 method: "POST",
                 connections,
                 warmupSeconds: 1,
                 seconds,
                 headers: { authorization: `Bearer ${root.token}` },
                 // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
-                request: distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined),
+                request:
+                  scenario === "transfer"
+                    ? transferOutRequests(
+                        cards.slice(0, 100).map((card) => card.id),
+                        "4821",
+                        buildClabe("012", "180", 123456n),
+                      )
+                    : (distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined)),
                 onMeasureStart: measureCpu,
               },
     );

@@ -18,7 +18,14 @@ import { buildClabe } from "../src/domain/clabe.ts";
 import { limits } from "../src/limits.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { cardPayments, distinctPayerRequests, type LoadOptions, type LoadResult, load } from "./lib/load.ts";
+import {
+  cardPayments,
+  distinctPayerRequests,
+  type LoadOptions,
+  type LoadResult,
+  load,
+  transferOutRequests,
+} from "./lib/load.ts";
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
@@ -201,6 +208,7 @@ async function ceilings(): Promise<Record<string, number>> {
 }
 
 const bbvaClabe = buildClabe("012", "180", 123456n);
+const transferPin = "4821";
 
 /** What the load generator saw of a payment scenario (1.00 MXN each, warm-up included). */
 function seenOf(result: LoadResult, connections: number) {
@@ -279,7 +287,7 @@ async function runScenarios(
   const ciphered = await seed.cipheredPans(pgs, appDb, benchMasterKey, publicPem, hot);
   const transferCards = hot.slice(0, Math.min(100, hot.length));
   await seed.pool(transferCards, 8, (card) => seed.pay(base, root.token, card.id, 100_000));
-  await seed.setPins(base, root.token, publicPem, transferCards, "4821");
+  await seed.setPins(base, root.token, publicPem, transferCards, transferPin);
   await seed.seedTransfers(pgs, appDb, root.clabe, size.transfers, 30);
   await pgs.sql(appDb, "vacuum analyze");
   process.stdout.write(
@@ -453,35 +461,26 @@ async function transfersOut(
   hotRps: number,
 ): Promise<void> {
   const since = await postingsWatermark(pgs, appDb);
-  let i = 0;
+  // As many connections as the hot-account figure it is compared with.
   const result = await scenario(server, "transfer out", {
     url: `${server.url}/v1/transfer/cards`,
     method: "POST",
-    connections: 16,
+    connections: 64,
     warmupSeconds: size.warmup,
     seconds: size.seconds,
     headers: { authorization: `Bearer ${root.token}` },
-    request: () => ({
-      body: JSON.stringify({
-        card_number: cards[i++ % cards.length]?.id,
-        payment_concept: "Bench",
-        beneficiary_account: bbvaClabe,
-        beneficiary_institution: "40012",
-        amount: 1,
-        beneficiary_name: "Bench",
-        numeric_reference: "1",
-        beneficiary_rfc_curp: "ND",
-        beneficiary_email: "bench@example.mx",
-        pin: "4821",
-      }),
-    }),
+    request: transferOutRequests(
+      cards.map((card) => card.id),
+      transferPin,
+      bbvaClabe,
+    ),
   });
   await checkBooks(pgs, appDb, since, new Map(), undefined);
   await speiDrained();
   const r = ratio(result.rps, hotRps);
   record({
     key: "transfer_out_rps",
-    figure: "transfer out (PIN checked, 16 connections)",
+    figure: "transfer out (PIN checked, 64 connections)",
     value: result.rps,
     unit: "req/s",
     ceiling: hotRps,

@@ -112,6 +112,25 @@ export function cardPayments(
   };
 }
 
+/** Transfers out of 1 centavo from `cards` (ids, each with PIN `pin`) in turn, to a BBVA CLABE. */
+export function transferOutRequests(cards: string[], pin: string, clabe: string): () => { body: string } {
+  let n = 0;
+  return () => ({
+    body: JSON.stringify({
+      card_number: cards[n++ % cards.length],
+      payment_concept: "Bench",
+      beneficiary_account: clabe,
+      beneficiary_institution: "40012",
+      amount: 1,
+      beneficiary_name: "Bench",
+      numeric_reference: "1",
+      beneficiary_rfc_curp: "ND",
+      beneficiary_email: "bench@example.mx",
+      pin,
+    }),
+  });
+}
+
 /**
  * Requests of many clients each paying its own cards: every connection is one client for the whole
  * run (round robin over `clients`), paying that client's cards in turn with its own token.
