@@ -7,6 +7,7 @@ import fc from "fast-check";
 import { sql } from "kysely";
 import pg from "pg";
 import { systemAccounts } from "../src/ledger/accounts.ts";
+import { ledgerBatch } from "../src/ledger/batch.ts";
 import { timeOrderedUuid } from "../src/ledger/ids.ts";
 import {
   AlreadyReversedError,
@@ -268,4 +269,28 @@ test("property: random concurrent movements conserve money", async () => {
     }),
     { numRuns: 25 },
   );
+});
+
+test("a batch of entries posts to one shard of each sharded account, and balances like single entries", async () => {
+  const [payer] = await newClientAccounts(1);
+  await fund(payer as string, 10_000n);
+  const entries = Array.from({ length: 40 }, () => ({
+    id: timeOrderedUuid(),
+    kind: "TEST",
+    postings: [
+      { accountId: payer as string, amountCents: -100n },
+      { accountId: systemAccounts.speiOut, amountCents: 90n },
+      { accountId: systemAccounts.commissionRevenue, amountCents: 10n },
+    ],
+  }));
+  const batch = ledgerBatch(entries);
+  await sql`with ${batch.ctes} select ${batch.steps}`.execute(t.ctx.db);
+  const shards = await sql<{ family: string; n: number }>`
+    select coalesce(split_part(a.code, '/', 1), 'payer') as family, count(distinct p.account_id)::int as n
+    from postings p join ledger_accounts a on a.id = p.account_id
+    where p.entry_id = any(${entries.map((e) => e.id)}::uuid[]) group by 1`.execute(t.ctx.db);
+  assert.equal(shards.rows.length, 3, JSON.stringify(shards.rows));
+  for (const row of shards.rows) assert.equal(row.n, 1, row.family);
+  assert.equal(await balanceOf(t.ctx.db, payer as string), 6_000n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });

@@ -3,8 +3,8 @@ import { assertBalanced, type EntryInput, netByAccount, onShards } from "./ledge
 
 /**
  * Many entries written by one statement, for the paths that batch requests (transfers out): the
- * CTEs below go into the caller's statement with the rows it writes beside the money. Each entry
- * is placed on shards as postEntry places it. The accounts are locked in postEntry's order (cards'
+ * CTEs below go into the caller's statement with the rows it writes beside the money. The batch
+ * posts to one shard of each sharded account, chosen at random as postEntry chooses. The accounts are locked in postEntry's order (cards'
  * and clients' by id, then the system accounts by id), each moves once by its net change, and an
  * account that may not go negative must cover it, or the statement refuses itself (EM001,
  * emisor_require) and writes nothing.
@@ -22,7 +22,10 @@ export interface LedgerBatch {
 export type BatchEntry = Required<Pick<EntryInput, "id">> & EntryInput;
 
 export function ledgerBatch(entries: BatchEntry[]): LedgerBatch {
-  const placed = entries.map((entry) => ({ ...entry, postings: onShards(entry.postings) }));
+  // One shard per sharded account for the whole batch: the batch is one transaction, so spreading
+  // its entries would only lock and update more rows.
+  const chosen = new Map<string, string>();
+  const placed = entries.map((entry) => ({ ...entry, postings: onShards(entry.postings, chosen) }));
   for (const entry of placed) assertBalanced(entry.postings);
   const net = netByAccount(placed.flatMap((entry) => entry.postings)).filter(([, delta]) => delta !== 0n);
   const postings = placed.flatMap((entry) => entry.postings.map((p) => ({ entryId: entry.id, ...p })));

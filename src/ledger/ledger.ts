@@ -58,9 +58,11 @@ export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
   return writeEntry(tx, { ...input, postings: onShards(input.postings) });
 }
 
-/** The postings with each sharded system account replaced by one of its shards, at random. */
-export function onShards(postings: Posting[]): Posting[] {
-  const chosen = new Map<string, string>();
+/**
+ * The postings with each sharded system account replaced by one of its shards, at random; the
+ * shards already in `chosen` are kept (a batch posts to one shard per account).
+ */
+export function onShards(postings: Posting[], chosen = new Map<string, string>()): Posting[] {
   return postings.map((posting) => {
     let shard = chosen.get(posting.accountId);
     if (shard === undefined) {
