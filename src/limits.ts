@@ -205,7 +205,7 @@ export const limits = {
 
   /** Rail dispatch: rows one worker pass claims, per rail. */
   railBatchSize: 64,
-  /** Rail dispatch: orders of one pass handed over at once. */
+  /** Rail dispatch: SPEI orders claimed together and handed over at once. */
   railDispatchConcurrency: 32,
   /** Rail dispatch: how often a worker looks for due work when idle, in milliseconds. */
   railPollIntervalMs: 500,

@@ -9,11 +9,12 @@ import type { Rail } from "./schema.ts";
  *
  * A worker claims due jobs with FOR UPDATE SKIP LOCKED and, in the same statement, leases them by
  * moving next_attempt_at forward, so a job whose worker died becomes due again when the lease ends.
- * A claimed batch can outlive its lease (20 jobs, each a rail call of up to 10 s, against a 30 s
- * lease), so the worker renews each job's lease just before its rail call (`renewRailJob`) and
- * skips a job another worker claimed meanwhile: one rail call (timeout 10 s) fits well inside the
- * renewed lease, and two workers send the same job at once only if one stalls for longer than that
- * between renewing and recording the answer. The rail call happens outside any transaction
+ * A claimed batch can outlive its lease (64 airtime jobs, each a provider call of up to 10 s,
+ * against a 30 s lease), so the airtime worker renews each job's lease just before its call
+ * (`renewRailJob`) and skips a job another worker claimed meanwhile; the SPEI dispatcher claims a
+ * chunk just before sending it all at once. Either way a lease covers the calls it leases, and two
+ * workers send the same job at once only if one stalls for longer than a lease between claiming
+ * (or renewing) and recording the answer. The rail call happens outside any transaction
  * (PGlite has one connection; PostgreSQL should not hold a row lock across a network call).
  * Because the rails deduplicate by Emisor's id, a job sent twice (after such a stall, or after a
  * lost answer) is harmless.
