@@ -4,7 +4,7 @@
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection; `transfer`
  * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on.)
- * NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
+ * NO_WORKERS=1 turns the background workers off. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
@@ -64,7 +64,10 @@ function summarize(file: string): void {
 
 async function main(): Promise<void> {
   await pgs.create(database);
-  const env = emisorEnv({ DATABASE_URL: pgs.urlOf(database) });
+  const env = emisorEnv({
+    DATABASE_URL: pgs.urlOf(database),
+    ...(process.env.NO_WORKERS ? { EMISOR_WORKERS: "false" } : {}),
+  });
   const server = await ServerProcess.emisor(
     env,
     process.env.PERF
