@@ -101,12 +101,8 @@ export const limits = {
    * Worker threads that decipher RSA (ciphered card numbers and PINs): one more than the cores, at
    * most 8. Each is a V8 isolate with Node's worker bootstrap (about 8 MB of RSS, 16 for the first)
    * holding its own copy of the key; OpenSSL serialises decryptions that share one key object, so
-   * copies are what let them run in parallel. `bench/profile.ts ciphered 8 64`, alternated, against
-   * WebCrypto on libuv's pool (two per pool thread, 2,834-3,333 payments/s): three workers in
-   * batches of up to 8, 3,478-3,690; two, 3,301-3,513 (and 3,284-3,495 in batches of 16); four in
-   * batches of 2, 3,122 and 3,155. Three fit under the 250 MB target once scrypt checks were
-   * limited to one per core (`scryptInFlight`): the bench's peak went 210-215 -> 244 MB with three
-   * workers and four scrypt checks at once, 212 MB with two checks at once.
+   * copies are what let them run in parallel. On two cores three workers deciphered the most, and
+   * fit the bench's 250 MB memory target (bench/NOTES.md has the figures).
    */
   rsaDecryptWorkers: Math.min(8, availableParallelism() + 1),
   /** Ciphertexts handed to a worker in one message, at most. */

@@ -14,8 +14,7 @@ const waiting: Array<() => void> = [];
 /**
  * At most `limits.scryptInFlight` checks at once (one per core), the rest waiting in arrival
  * order. A check is CPU for about 40 ms and 16 MB (N=16384, r=8) on a libuv thread: more at once
- * than the cores only finishes them no sooner and holds more memory. On this machine's two cores,
- * 16 transfers out at once held four such blocks, and the bench's peak RSS was in that scenario.
+ * than the cores only finishes them no sooner and holds more memory.
  */
 async function scryptAsync(
   secret: string,

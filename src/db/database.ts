@@ -215,8 +215,7 @@ function describe(error: unknown): string {
 
 /**
  * Names for prepared statements. Planning a statement costs PostgreSQL more than running it on a
- * hot row (a cardholder lookup: about 3,000/s planned every time, 17,000/s prepared, pgbench on
- * this machine), and Kysely builds the same text for the same code path with the values as
+ * hot row (several times over for a cardholder lookup), and Kysely builds the same text for the same code path with the values as
  * parameters. So every data statement with parameters gets a name, and node-postgres parses it
  * once per connection and reuses it (PostgreSQL switches to a generic plan when that costs no
  * more than the custom ones). Names are never reused for another text. Texts are bounded by the

@@ -65,9 +65,9 @@ type Level = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
 
 /**
  * Request loggers made on first use. Fastify gives every request a child logger bound to its
- * request id, and pino builds a child by serialising those bindings (through the redaction): about
- * 3 us of the 30 an authenticated constant route costs the service (`bench/profile.ts
- * /v1/catalogs/gender`), while at the default level (warn) almost no request logs anything. This
+ * request id, and pino builds a child by serialising those bindings (through the redaction): a
+ * tenth of what an authenticated constant route costs the service, while at the default level
+ * (warn) almost no request logs anything. This
  * stands in for the child and makes the real one when a line at an enabled level is written, so a
  * request that logs writes the same line, with its `reqId`, as before.
  */

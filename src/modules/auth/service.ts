@@ -32,9 +32,8 @@ export class AuthService {
    * Tokens whose signature this process has checked, with their claims. A token is the same
    * string every time its client sends it and its signature cannot change without changing the
    * string, so checking it once is enough; its expiry, its key's state and revocation are still
-   * checked on every request. Verifying on every request cost more than the rest of a cached
-   * route: `bench/profile.ts /v1/catalogs/gender`, 14,845-15,283 req/s (service 65-66 us per
-   * request) verifying every time, 30,102-31,527 (31 us) remembering.
+   * checked on every request. Verifying on every request costs more than the rest of a cached
+   * route (bench/NOTES.md has the measurement).
    */
   readonly #verified = new BoundedMap<string, TokenClaims>(limits.verifiedTokensMax);
 

@@ -274,7 +274,7 @@ export async function changeCardStatus(
       });
     }
     // Blocking and canceling an expired card still work; unblocking it would give back an ACTIVE
-    // card that nothing can use (audit).
+    // card that nothing can use.
     if (to === "ACTIVE" && isExpired(card.expires_on)) throw new AppError(errors.cardExpired);
     const now = new Date();
     const reason = body.reason ?? null;

@@ -99,7 +99,7 @@ export async function writeTransactionsRunning(
 
 /** The first transaction id among the events (for cursors of releases before 0020). */
 export async function firstEventXid(db: Queryable): Promise<string | undefined> {
-  // Ordered by the column, not by the text it is selected as ("1018" < "980"): regression (review).
+  // Ordered by the column, not by the text it is selected as ("1018" < "980").
   const result = await sql<{
     first: string;
   }>`select xid::text as first from events order by events.xid limit 1`.execute(db);

@@ -322,8 +322,8 @@ const wholePesosFrom = 2 ** 53;
  * An abono's amount, the rail's or the sandbox's: any finite positive amount with at most 2
  * decimals reads, however large, and one above the credit limit is returned with cause 20 rather
  * than refused (a 400 would make the rail retry a transfer Emisor will never take). An amount
- * from 2^53 pesos up is a whole number, read exactly as its BigInt (regression: from
- * 90,071,992,547,409.92 up the abono was a 400 "must be at most 90071992547409.91").
+ * from 2^53 pesos up is a whole number, read exactly as its BigInt (below that a double still
+ * holds every centavo).
  */
 export function abonoAmountCents(value: number, field: string): bigint {
   if (Number.isFinite(value) && value >= wholePesosFrom) return BigInt(value) * 100n;
