@@ -94,6 +94,22 @@ export function decodeInstantIdCursor(
   return { at: t, id: i };
 }
 
+/**
+ * One page of a listing read newest first by (instant, id): the cursor, if any, is decoded against
+ * `listing` before anything is read, then `read` gets the position to start below and the rows to
+ * read (`perPage + 1`), and the page ends with the cursor of its last row (`instantOf` it, its id).
+ */
+export async function instantIdPage<R extends { id: string }>(
+  query: { perPage: number; cursor?: string | undefined },
+  listing: readonly (string | number)[],
+  read: (before: { at: string; id: string } | undefined, limit: number) => Promise<R[]>,
+  instantOf: (row: R) => string,
+): Promise<{ items: R[]; nextCursor: string | null }> {
+  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
+  const rows = await read(before, query.perPage + 1);
+  return keysetPage(rows, query.perPage, (last) => ({ t: instantOf(last), i: last.id }), listing);
+}
+
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function isUtcInstant(text: string): boolean {

@@ -1,5 +1,6 @@
 import { sql } from "kysely";
 import type { Db, Queryable } from "../../db/database.ts";
+import { instantKeysetConditions } from "../../db/keyset.ts";
 import type { CardStatus, CardType } from "../../db/schema.ts";
 import { mexicoCityToday } from "../../domain/spei.ts";
 import { instantKey } from "../../http/cursor.ts";
@@ -385,13 +386,13 @@ export async function listCardsInScope(
 ): Promise<CardListRow[]> {
   const clients = [sql`${callerId}::uuid = any(cl.lineage)`];
   if (filter.clientId) clients.push(sql`cl.id = ${filter.clientId}`);
-  const cards = [sql`c.client_id = cl.id`];
+  const cards = [
+    sql`c.client_id = cl.id`,
+    ...instantKeysetConditions("c", { before: filter.before }, "assigned_at"),
+  ];
   if (filter.statuses) cards.push(sql`c.status in (${sql.join(filter.statuses)})`);
   if (filter.cardholderId) cards.push(sql`c.cardholder_id = ${filter.cardholderId}`);
   if (filter.productId) cards.push(sql`c.product_id = ${filter.productId}`);
-  if (filter.before) {
-    cards.push(sql`(c.assigned_at, c.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`);
-  }
   // Each client of the subtree gives its newest `limit` cards (one ordered index range each), and
   // the page is the newest `limit` of those: the cost follows the subtree's clients and the page
   // size, not how many cards the subtree (or the whole database) holds.

@@ -6,13 +6,7 @@ import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../
 import type { CardStatus } from "../../db/schema.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import {
-  decodeCursor,
-  decodeInstantIdCursor,
-  invalidCursor,
-  isCursorPage,
-  keysetPage,
-} from "../../http/cursor.ts";
+import { decodeCursor, instantIdPage, invalidCursor, isCursorPage, keysetPage } from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
@@ -419,6 +413,19 @@ export interface ListCardsQuery {
  * client, cardholder or product outside the subtree is that resource's not found, as GET
  * /v1/events does with client_id.
  */
+/** The clients, cardholders and products a card listing names are in the caller's subtree. */
+async function checkListingFilters(ctx: AppContext, caller: Caller, query: ListCardsQuery): Promise<void> {
+  if (query.client_id && !(await findClientInScope(ctx.db, caller.clientId, query.client_id)))
+    throw new AppError(errors.clientNotFound);
+  if (
+    query.cardholder_id &&
+    !(await repo.findCardholderInScope(ctx.db, caller.clientId, query.cardholder_id))
+  )
+    throw new AppError(errors.cardholderNotFound);
+  if (query.product_id && !(await repo.productSeenBySubtree(ctx.db, caller.clientId, query.product_id)))
+    throw new AppError(errors.productNotFound);
+}
+
 export async function listCards(ctx: AppContext, caller: Caller, query: ListCardsQuery) {
   const statuses = query.status ? ([...new Set(query.status.split(","))].sort() as CardStatus[]) : undefined;
   const listing = [
@@ -429,29 +436,21 @@ export async function listCards(ctx: AppContext, caller: Caller, query: ListCard
     query.client_id ?? "",
     query.perPage,
   ];
-  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
-  if (query.client_id && !(await findClientInScope(ctx.db, caller.clientId, query.client_id)))
-    throw new AppError(errors.clientNotFound);
-  if (
-    query.cardholder_id &&
-    !(await repo.findCardholderInScope(ctx.db, caller.clientId, query.cardholder_id))
-  )
-    throw new AppError(errors.cardholderNotFound);
-  if (query.product_id && !(await repo.productSeenBySubtree(ctx.db, caller.clientId, query.product_id)))
-    throw new AppError(errors.productNotFound);
-  const rows = await repo.listCardsInScope(ctx.db, caller.clientId, {
-    statuses,
-    cardholderId: query.cardholder_id,
-    productId: query.product_id,
-    clientId: query.client_id,
-    before,
-    limit: query.perPage + 1,
-  });
-  const { items, nextCursor } = keysetPage(
-    rows,
-    query.perPage,
-    (last) => ({ t: last.assigned_at_text, i: last.id }),
+  const { items, nextCursor } = await instantIdPage(
+    query,
     listing,
+    async (before, limit) => {
+      await checkListingFilters(ctx, caller, query);
+      return repo.listCardsInScope(ctx.db, caller.clientId, {
+        statuses,
+        cardholderId: query.cardholder_id,
+        productId: query.product_id,
+        clientId: query.client_id,
+        before,
+        limit,
+      });
+    },
+    (row) => row.assigned_at_text,
   );
   return {
     cards: {

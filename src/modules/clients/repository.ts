@@ -1,6 +1,7 @@
 import type { Insertable, Selectable } from "kysely";
-import { type RawBuilder, sql } from "kysely";
+import { sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
+import { type InstantWindow, instantKeysetConditions } from "../../db/keyset.ts";
 import type { ClientsTable, ClientTransfersTable } from "../../db/schema.ts";
 import { instantKey } from "../../http/cursor.ts";
 
@@ -263,15 +264,11 @@ export type ListedClientTransferRow = Omit<
   created_key: string;
 };
 
-export interface ClientTransferFilter {
+export interface ClientTransferFilter extends InstantWindow {
   /** Transfers that paid from or into a client of this client's subtree. */
   scopeClientId: string;
   /** Only the transfers this client paid or received. */
   clientId?: string | undefined;
-  createdFrom?: Date | undefined;
-  createdTo?: Date | undefined;
-  /** Strictly older than this position (a cursor's): created_at as the cursor writes it, then id. */
-  before?: { at: string; id: string } | undefined;
   limit: number;
 }
 
@@ -287,13 +284,7 @@ export async function listTransfersInScope(
   db: Queryable,
   filter: ClientTransferFilter,
 ): Promise<ListedClientTransferRow[]> {
-  const conditions: RawBuilder<unknown>[] = [];
-  if (filter.createdFrom) conditions.push(sql`t.created_at >= ${filter.createdFrom}`);
-  if (filter.createdTo) conditions.push(sql`t.created_at < ${filter.createdTo}`);
-  if (filter.before)
-    conditions.push(
-      sql`(t.created_at, t.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`,
-    );
+  const conditions = instantKeysetConditions("t", filter);
   const client = filter.clientId ? sql`and c.id = ${filter.clientId}` : sql``;
   const side = (column: "from_client_id" | "to_client_id") => sql`
     select t.* from clients c

@@ -3,7 +3,7 @@ import type { Db } from "../../db/database.ts";
 import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { decodeInstantIdCursor, keysetPage } from "../../http/cursor.ts";
+import { instantIdPage } from "../../http/cursor.ts";
 import { ok } from "../../http/envelope.ts";
 import { createdWindow } from "../../http/schemas.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
@@ -144,22 +144,22 @@ export async function listClientTransfers(db: Db, caller: Caller, query: ClientT
     createdTo?.toISOString() ?? "",
     query.perPage,
   ];
-  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
-  if (clientId && !(await repo.findClientInScope(db, caller.clientId, clientId)))
-    throw new AppError(errors.clientNotFound);
-  const rows = await repo.listTransfersInScope(db, {
-    scopeClientId: caller.clientId,
-    clientId,
-    createdFrom,
-    createdTo,
-    before,
-    limit: query.perPage + 1,
-  });
-  const { items, nextCursor } = keysetPage(
-    rows,
-    query.perPage,
-    (last) => ({ t: last.created_key, i: last.id }),
+  const { items, nextCursor } = await instantIdPage(
+    query,
     listing,
+    async (before, limit) => {
+      if (clientId && !(await repo.findClientInScope(db, caller.clientId, clientId)))
+        throw new AppError(errors.clientNotFound);
+      return repo.listTransfersInScope(db, {
+        scopeClientId: caller.clientId,
+        clientId,
+        createdFrom,
+        createdTo,
+        before,
+        limit,
+      });
+    },
+    (row) => row.created_key,
   );
   assert.ok(
     items.every((row) => row.from_client_id || row.to_client_id),

@@ -2,7 +2,7 @@ import type { Db } from "../../db/database.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { decodeInstantIdCursor, keysetPage } from "../../http/cursor.ts";
+import { instantIdPage } from "../../http/cursor.ts";
 import { createdWindow } from "../../http/schemas.ts";
 import { findCardInScope } from "../cards/repository.ts";
 import { findClientInScope } from "../clients/repository.ts";
@@ -37,26 +37,26 @@ export async function listSpeiOrders(db: Db, caller: Caller, query: TransferList
     createdTo?.toISOString() ?? "",
     query.perPage,
   ];
-  const before = query.cursor === undefined ? undefined : decodeInstantIdCursor(query.cursor, listing);
-  if (query.client_id && !(await findClientInScope(db, caller.clientId, query.client_id)))
-    throw new AppError(errors.clientNotFound);
-  if (query.card_id && !(await findCardInScope(db, caller.clientId, { id: query.card_id })))
-    throw new AppError(errors.cardNotFound);
-  const rows = await listOrdersInScope(db, {
-    scopeClientId: caller.clientId,
-    clientId: query.client_id,
-    cardId: query.card_id,
-    statuses: statuses as SpeiOrderStatus[],
-    createdFrom,
-    createdTo,
-    before,
-    limit: query.perPage + 1,
-  });
-  const { items, nextCursor } = keysetPage(
-    rows,
-    query.perPage,
-    (last) => ({ t: last.created_key, i: last.id }),
+  const { items, nextCursor } = await instantIdPage(
+    query,
     listing,
+    async (before, limit) => {
+      if (query.client_id && !(await findClientInScope(db, caller.clientId, query.client_id)))
+        throw new AppError(errors.clientNotFound);
+      if (query.card_id && !(await findCardInScope(db, caller.clientId, { id: query.card_id })))
+        throw new AppError(errors.cardNotFound);
+      return listOrdersInScope(db, {
+        scopeClientId: caller.clientId,
+        clientId: query.client_id,
+        cardId: query.card_id,
+        statuses: statuses as SpeiOrderStatus[],
+        createdFrom,
+        createdTo,
+        before,
+        limit,
+      });
+    },
+    (row) => row.created_key,
   );
   return { transfers: items.map(renderOrder), per_page: query.perPage, next_cursor: nextCursor };
 }

@@ -1,6 +1,7 @@
 import type { Insertable, Selectable, Updateable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
+import { type InstantWindow, instantKeysetConditions } from "../../db/keyset.ts";
 import type { SpeiOrderStatus, SpeiOrdersTable, TransferOperationsTable } from "../../db/schema.ts";
 import { instantKey } from "../../http/cursor.ts";
 import { effectiveClientStatus } from "../clients/repository.ts";
@@ -317,17 +318,13 @@ export async function transitionOrder(
   return result !== undefined;
 }
 
-export interface OrderListFilter {
+export interface OrderListFilter extends InstantWindow {
   /** Orders of clients in this client's subtree (itself and its descendants). */
   scopeClientId: string;
   /** Only this client's own orders. */
   clientId?: string | undefined;
   cardId?: string | undefined;
   statuses?: readonly SpeiOrderStatus[] | undefined;
-  createdFrom?: Date | undefined;
-  createdTo?: Date | undefined;
-  /** Strictly older than this position (a cursor's): created_at as the cursor writes it, then id. */
-  before?: { at: string; id: string } | undefined;
   limit: number;
 }
 
@@ -341,16 +338,10 @@ export type ListedOrderRow = SpeiOrderRow & { created_key: string };
  * subtree, however many are older; the client that pays them all reads `limit` rows.
  */
 export async function listOrdersInScope(db: Queryable, filter: OrderListFilter): Promise<ListedOrderRow[]> {
-  const conditions = [sql`o.client_id = c.id`];
+  const conditions = [sql`o.client_id = c.id`, ...instantKeysetConditions("o", filter)];
   if (filter.cardId) conditions.push(sql`o.card_id = ${filter.cardId}`);
   if (filter.statuses && filter.statuses.length > 0)
     conditions.push(sql`o.status in (${sql.join([...filter.statuses])})`);
-  if (filter.createdFrom) conditions.push(sql`o.created_at >= ${filter.createdFrom}`);
-  if (filter.createdTo) conditions.push(sql`o.created_at < ${filter.createdTo}`);
-  if (filter.before)
-    conditions.push(
-      sql`(o.created_at, o.id) < (${filter.before.at}::timestamptz, ${filter.before.id}::uuid)`,
-    );
   const client = filter.clientId ? sql`and c.id = ${filter.clientId}` : sql``;
   const result = await sql<ListedOrderRow>`
     select ${orderColumns},
