@@ -1,21 +1,13 @@
 import type { Insertable, Selectable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
-import type { AirtimeTopupStatus, AirtimeTopupsTable } from "../../db/schema.ts";
+import type { AirtimeProductsTable, AirtimeTopupStatus, AirtimeTopupsTable } from "../../db/schema.ts";
 
 /** SQL of airtime: the global product catalog and the top-ups. */
 
-export interface AirtimeProductRow {
-  id: string;
-  sku: string;
-  carrier: string;
-  name: string;
-  description: string;
-  amount_cents: bigint;
-  status: "ACTIVE" | "INACTIVE";
-}
-
 const productColumns = ["id", "sku", "carrier", "name", "description", "amount_cents", "status"] as const;
+
+export type AirtimeProductRow = Pick<Selectable<AirtimeProductsTable>, (typeof productColumns)[number]>;
 
 export async function listProducts(db: Queryable): Promise<AirtimeProductRow[]> {
   return db

@@ -8,22 +8,23 @@ import { instantKey } from "../../http/cursor.ts";
 /** SQL of the clients module. A client's main ledger account has the client's own id. */
 export type NewClient = Omit<Insertable<ClientsTable>, "root_id" | "lineage"> & { id: string };
 
-export interface ClientRow {
-  id: string;
-  parent_id: string | null;
-  root_id: string;
-  code: string;
-  name: string;
-  alias: string;
-  email: string | null;
-  rfc: string | null;
-  status: "ACTIVE" | "DISABLED";
-  timezone: string;
-  min_balance_cents: bigint;
-  created_at: Date;
-  updated_at: Date;
-  balance_cents: bigint;
-}
+/** A client's own columns, with its main balance. */
+export type ClientRow = Pick<
+  Selectable<ClientsTable>,
+  | "id"
+  | "parent_id"
+  | "root_id"
+  | "code"
+  | "name"
+  | "alias"
+  | "email"
+  | "rfc"
+  | "status"
+  | "timezone"
+  | "min_balance_cents"
+  | "created_at"
+  | "updated_at"
+> & { balance_cents: bigint };
 
 /**
  * Inserts a client under `parent` (or as a root), deriving root and lineage from the parent.
@@ -135,19 +136,7 @@ export async function countClients(db: Queryable): Promise<number> {
 }
 
 /** A client as the read endpoints show it, with its main balance. */
-export interface ClientListRow {
-  id: string;
-  parent_id: string | null;
-  code: string;
-  name: string;
-  alias: string;
-  rfc: string | null;
-  email: string | null;
-  status: "ACTIVE" | "DISABLED";
-  min_balance_cents: bigint;
-  created_at: Date;
-  balance_cents: bigint;
-}
+export type ClientListRow = Omit<ClientRow, "root_id" | "timezone" | "updated_at">;
 
 /** The direct sub-clients of `parentId`, oldest first. */
 export async function listChildren(

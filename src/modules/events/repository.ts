@@ -1,18 +1,11 @@
-import { type RawBuilder, sql } from "kysely";
+import { type RawBuilder, type Selectable, sql } from "kysely";
 import type { Queryable } from "../../db/database.ts";
+import type { EventsTable } from "../../db/schema.ts";
 import { limits } from "../../limits.ts";
 
 /** SQL of the events module: reading the outbox within a client's subtree. */
-export interface EventRow {
-  id: string;
-  /** The writing transaction's id (xid8, as text): with seq, an event's place in the listing. */
-  xid: string;
-  seq: bigint;
-  type: string;
-  client_id: string;
-  data: unknown;
-  created_at: Date;
-}
+/** An event as stored; its xid (the writing transaction's, as text) and seq place it in the listing. */
+export type EventRow = Selectable<EventsTable>;
 
 /** A place in the listing: events come in (xid, seq) order. */
 export interface EventPosition {

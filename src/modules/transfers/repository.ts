@@ -2,20 +2,19 @@ import type { Insertable, Selectable, Updateable } from "kysely";
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import { type InstantWindow, instantKeysetConditions } from "../../db/keyset.ts";
-import type { SpeiOrderStatus, SpeiOrdersTable, TransferOperationsTable } from "../../db/schema.ts";
+import type {
+  CollectionAccountsTable,
+  SpeiOrderStatus,
+  SpeiOrdersTable,
+  TransferOperationsTable,
+} from "../../db/schema.ts";
 import { instantKey } from "../../http/cursor.ts";
 import { effectiveClientStatus } from "../clients/repository.ts";
 import type { DayCount, Position } from "./pagination.ts";
 
 /** SQL of SPEI: collection accounts, incoming transfers and their day counters, outgoing orders. */
 
-export interface CollectionAccountRow {
-  id: string;
-  client_id: string;
-  clabe: string;
-  status: "ACTIVE" | "BLOCKED" | "CANCELLED";
-  created_at: Date;
-}
+export type CollectionAccountRow = Selectable<CollectionAccountsTable>;
 
 export async function nextCollectionAccountNumber(tx: Queryable): Promise<bigint> {
   const result = await sql<{ n: bigint }>`select nextval('collection_account_number_seq') as n`.execute(tx);
@@ -208,37 +207,8 @@ export type NewSpeiOrder = Insertable<SpeiOrdersTable>;
 /** A new order as Emisor writes it: made at a known instant. */
 export type NewSpeiOrderRow = NewSpeiOrder & { created_at: Date; updated_at: Date };
 
-export interface SpeiOrderRow {
-  id: string;
-  client_id: string;
-  payer_account_id: string;
-  card_id: string | null;
-  tracking_key: string;
-  operation_date: string;
-  amount_cents: bigint;
-  commission_cents: bigint;
-  iva_cents: bigint;
-  beneficiary_account: string;
-  beneficiary_card_sealed: string | null;
-  beneficiary_account_type: "PHONE" | "CARD" | "CLABE";
-  beneficiary_institution: string;
-  beneficiary_name: string;
-  beneficiary_rfc_curp: string;
-  beneficiary_email: string;
-  payment_concept: string;
-  numeric_reference: string;
-  status: SpeiOrderStatus;
-  rail_reference: string | null;
-  state_detail: string | null;
-  return_cause: string | null;
-  entry_id: string;
-  reversal_entry_id: string | null;
-  sent_at: Date | null;
-  settled_at: Date | null;
-  returned_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-}
+/** An order as read: its operation date as `YYYY-MM-DD` text, as the rail and the API write it. */
+export type SpeiOrderRow = Omit<Selectable<SpeiOrdersTable>, "operation_date"> & { operation_date: string };
 
 export const orderColumns = sql.raw(`o.id, o.client_id, o.payer_account_id, o.card_id, o.tracking_key,
   o.operation_date::text as operation_date, o.amount_cents, o.commission_cents, o.iva_cents,
