@@ -4,13 +4,14 @@ import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
 import { TooManyRequests } from "../../http/openapi.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { LoginBody, LoginData } from "./schemas.ts";
 
-export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void {
+const loginRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof LoginBody> }>(
     "/v1/auth/login",
     {
@@ -67,7 +68,9 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
       });
     },
   );
+};
 
+const logoutRoute: Operation = (app, ctx) => {
   app.post(
     "/v1/auth/logout",
     {
@@ -84,4 +87,8 @@ export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void 
       return ok(null);
     },
   );
+};
+
+export function registerAuthRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [loginRoute, logoutRoute]) operation(app, ctx);
 }

@@ -2,13 +2,13 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { EventListData, ListEventsQuery } from "./schemas.ts";
 import { listEvents } from "./service.ts";
 
-/** GET /v1/events: the caller's events and its sub-clients', paginated forward by cursor. */
-export function registerEventRoutes(app: FastifyInstance, ctx: AppContext): void {
+const listEventsRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: Static<typeof ListEventsQuery> }>(
     "/v1/events",
     {
@@ -31,4 +31,9 @@ export function registerEventRoutes(app: FastifyInstance, ctx: AppContext): void
         }),
       ),
   );
+};
+
+/** GET /v1/events: the caller's events and its sub-clients', paginated forward by cursor. */
+export function registerEventRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [listEventsRoute]) operation(app, ctx);
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, NoStoreHeader, responses } from "../../http/schemas.ts";
 import { limits } from "../../limits.ts";
 import { getPublicKeys, registerPublicKey } from "./service.ts";
@@ -27,8 +28,7 @@ const RegisterBody = Type.Object(
   },
   { additionalProperties: false },
 );
-
-export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
+const registerPublicKeyRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof RegisterBody> }>(
     "/v1/clients/api_key/public_key",
     {
@@ -44,7 +44,9 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => ok(await registerPublicKey(ctx.db, request.caller, request.body.public_key)),
   );
+};
 
+const getPublicKeysRoute: Operation = (app, ctx) => {
   app.get(
     "/v1/clients/api_key/public_key",
     {
@@ -72,4 +74,8 @@ export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
       return ok(await getPublicKeys(ctx.db, ctx.systemKey, request.caller));
     },
   );
+};
+
+export function registerKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [registerPublicKeyRoute, getPublicKeysRoute]) operation(app, ctx);
 }
