@@ -1,10 +1,10 @@
 import type { Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
-import { createContext } from "./context.ts";
+import { type AppContext, createContext } from "./context.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { loggerOptions } from "./http/logger.ts";
@@ -53,46 +53,61 @@ export async function runServer(
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const base = `http://${config.host}:${port}`;
-  // Webhook delivery runs beside the API; any number of processes may run it on one database.
   // Started before the banner, which tells the operator (and tests) that the process is ready.
-  const webhooks = config.workers
-    ? new WebhookWorker({
-        db: ctx.db,
-        vaultKey: ctx.keys.vault,
-        log: logger.child({ worker: "webhooks" }),
-        sandbox: config.sandbox,
-      }).start()
-    : undefined;
-  // Rail dispatch (SPEI orders), airtime recovery and the purge of expired idempotency keys,
-  // likewise safe with several processes.
-  const rails = config.workers ? startWorkers(ctx, logger) : undefined;
+  const workers = config.workers ? startAllWorkers(ctx, logger) : undefined;
   printBanner(config, base, firstTenant ? { ...firstTenant.apiKey, clabe: firstTenant.clabe } : undefined);
+  const stop = stopOnce(logger, async (step) => {
+    // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
+    // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
+    shutdown.closing = true;
+    const closing = app.close();
+    connections.closeIdle();
+    await Promise.all([closing, workers?.rails.stop()]);
+    step("stopping the webhook worker");
+    await workers?.webhooks.stop();
+    step("closing the database");
+    await database.close();
+  });
+  return { app, stop };
+}
 
+/**
+ * The background workers: webhook delivery, rail dispatch (SPEI orders), airtime recovery and the
+ * purge of expired idempotency keys. Any number of processes may run them on one database.
+ */
+function startAllWorkers(ctx: AppContext, logger: Logger) {
+  const webhooks = new WebhookWorker({
+    db: ctx.db,
+    vaultKey: ctx.keys.vault,
+    log: logger.child({ worker: "webhooks" }),
+    sandbox: ctx.config.sandbox,
+  }).start();
+  return { webhooks, rails: startWorkers(ctx, logger) };
+}
+
+/**
+ * A shutdown that runs once however often it is asked for, and exits the process if it outlives
+ * the grace period, naming the step under way so an operator sees what held it.
+ */
+function stopOnce(
+  logger: Logger,
+  steps: (step: (name: string) => void) => Promise<void>,
+): () => Promise<void> {
   let stopping: Promise<void> | undefined;
-  const stop = () => {
+  return () => {
     stopping ??= (async () => {
-      // The step under way is named in the log when the grace period runs out, so an operator
-      // sees what held the shutdown.
-      let step = "draining requests and worker passes";
+      let current = "draining requests and worker passes";
       const force = setTimeout(() => {
-        logger.error({ step, graceMs: limits.shutdownGraceMs }, "shutdown grace exceeded; exiting");
+        logger.error({ step: current, graceMs: limits.shutdownGraceMs }, "shutdown grace exceeded; exiting");
         process.exit(1);
       }, limits.shutdownGraceMs).unref();
-      // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
-      // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
-      shutdown.closing = true;
-      const closing = app.close();
-      connections.closeIdle();
-      await Promise.all([closing, rails?.stop()]);
-      step = "stopping the webhook worker";
-      await webhooks?.stop();
-      step = "closing the database";
-      await database.close();
+      await steps((name) => {
+        current = name;
+      });
       clearTimeout(force);
     })();
     return stopping;
   };
-  return { app, stop };
 }
 
 /**
