@@ -126,11 +126,11 @@ export type Verify = (
   toleranceSeconds?: number,
 ) => boolean;
 
-/** The README's verification snippet, loaded as a receiver would paste it. */
+/** The events guide's verification snippet, loaded as a receiver would paste it. */
 export async function readmeVerifier(): Promise<Verify> {
-  const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
-  const code = /```js\n(import \{ createHmac[\s\S]*?)```/.exec(readme)?.[1];
-  if (!code) throw new Error("the README has no verification snippet");
+  const guide = readFileSync(new URL("../../docs/guides/events-and-webhooks.md", import.meta.url), "utf8");
+  const code = /```js\n(import \{ createHmac[\s\S]*?)```/.exec(guide)?.[1];
+  if (!code) throw new Error("the events guide has no verification snippet");
   const file = path.join(mkdtempSync(path.join(tmpdir(), "emisor-verify-")), "verify.mjs");
   writeFileSync(file, code);
   const module = (await import(file)) as { verifyWebhook: Verify };

@@ -1,6 +1,7 @@
-// Proves the README stays true: every catalog code and every configuration variable is documented,
-// and the error table lists no code the service does not have; the cardholder lookup example has
-// the shape and values the server answers.
+// Proves the documents stay true: every catalog code is in docs/reference/errors.md and every
+// configuration variable in docs/operations.md, the error table lists no code the service does not
+// have, and the cardholder lookup example of the cards guide has the shape and values the server
+// answers for the sub-client NORTE of the sub-clients guide.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
@@ -10,22 +11,26 @@ import { call, createTenant, expectOk, login, type Tenant } from "./helpers/api.
 import { cardsFor } from "./helpers/cards.ts";
 import { startTestApp } from "./helpers/harness.ts";
 
-const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
+const errorCatalog = read("docs/reference/errors.md");
+const operations = read("docs/operations.md");
+const subClientsGuide = read("docs/guides/sub-clients-and-balances.md");
+const cardsGuide = read("docs/guides/cards-and-payments.md");
 
-test("every catalog code is in the README's error table with its HTTP status and name, and nothing else is", () => {
+test("every catalog code is in the error catalog's table with its HTTP status and name, and nothing else is", () => {
   const documented = new Map<number, { status: number; name: string }>();
-  for (const match of readme.matchAll(/^\| (\d{4}) \| (\d{3}) \| `(\w+)` \|/gm)) {
+  for (const match of errorCatalog.matchAll(/^\| (\d{4}) \| (\d{3}) \| `(\w+)` \|/gm)) {
     documented.set(Number(match[1]), { status: Number(match[2]), name: match[3] ?? "" });
   }
   for (const [name, def] of Object.entries(errors)) {
     const row = documented.get(def.code);
-    assert.ok(row, `error ${def.code} (${name}) is missing from the README's error table`);
-    assert.equal(row.status, def.status, `README gives ${def.code} the wrong HTTP status`);
-    assert.equal(row.name, name, `README names ${def.code} differently`);
+    assert.ok(row, `error ${def.code} (${name}) is missing from docs/reference/errors.md`);
+    assert.equal(row.status, def.status, `docs/reference/errors.md gives ${def.code} the wrong HTTP status`);
+    assert.equal(row.name, name, `docs/reference/errors.md names ${def.code} differently`);
   }
   const codes = new Set(Object.values(errors).map((d) => d.code));
   for (const code of documented.keys())
-    assert.ok(codes.has(code), `README documents ${code}, which does not exist`);
+    assert.ok(codes.has(code), `docs/reference/errors.md documents ${code}, which does not exist`);
 });
 
 test("catalog codes are unique and their class matches their HTTP status", () => {
@@ -48,9 +53,13 @@ test("catalog codes are unique and their class matches their HTTP status", () =>
   }
 });
 
-test("every environment variable is in the README's configuration table", () => {
+test("every environment variable is in the configuration table of docs/operations.md", () => {
   for (const name of configVariables) {
-    assert.match(readme, new RegExp(`^\\| \`${name}\` \\|`, "m"), `${name} is missing from the README`);
+    assert.match(
+      operations,
+      new RegExp(`^\\| \`${name}\` \\|`, "m"),
+      `${name} is missing from docs/operations.md`,
+    );
   }
   const source = readFileSync(new URL("../src/config.ts", import.meta.url), "utf8");
   for (const match of source.matchAll(/env(?:\.|,\s*")([A-Z_]{4,})/g)) {
@@ -61,23 +70,23 @@ test("every environment variable is in the README's configuration table", () => 
   }
 });
 
-/** The JSON of the first ```json block after `marker` in the README. */
-function exampleAfter(marker: string): Record<string, unknown> {
-  const at = readme.indexOf(marker);
-  assert.ok(at >= 0, `${marker} is not in the README`);
-  const start = readme.indexOf("```json\n", at) + "```json\n".length;
-  return JSON.parse(readme.slice(start, readme.indexOf("```", start)));
+/** The JSON of the first ```json block after `marker` in `document`. */
+function exampleAfter(document: string, marker: string): Record<string, unknown> {
+  const at = document.indexOf(marker);
+  assert.ok(at >= 0, `${marker} is not in the guide`);
+  const start = document.indexOf("```json\n", at) + "```json\n".length;
+  return JSON.parse(document.slice(start, document.indexOf("```", start)));
 }
 
-test("the cardholder lookup example answers what the server answers for the README's sub-client NORTE", async () => {
-  // Regression (audit): the example's card showed the client's name as assigned_by.name (the
-  // server answers the API key's name and description) and a 7-digit account_number.
+test("the cardholder lookup example answers what the server answers for the guide's sub-client NORTE", async () => {
+  // The example's card names the API key that assigned it (its name and description), not the
+  // client, and its account_number has the length the server gives.
   const t = await startTestApp();
   try {
     const root = await createTenant(t, { available: 10_000 });
     const marker = "-H 'Idempotency-Key: norte-001' -d '";
-    const from = readme.indexOf(marker) + marker.length;
-    const subclientBody = JSON.parse(readme.slice(from, readme.indexOf("'\n", from)));
+    const from = subClientsGuide.indexOf(marker) + marker.length;
+    const subclientBody = JSON.parse(subClientsGuide.slice(from, subClientsGuide.indexOf("'", from)));
     const created = expectOk(
       await call<{ subclient: { id: string; api_client: { id: string; api_key: string } } }>(
         t.app,
@@ -102,7 +111,7 @@ test("the cardholder lookup example answers what the server answers for the READ
         { token: norte.token },
       ),
     );
-    const example = exampleAfter('curl -s "$B/v1/cardholders?curp=') as {
+    const example = exampleAfter(cardsGuide, "A card assigned by the key of the sub-client `NORTE`") as {
       data: {
         cardholder: { accounts: Array<Record<string, unknown> & { cards: Array<Record<string, unknown>> }> };
       };
