@@ -3,10 +3,10 @@ import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 
 /**
- * How production runs Emisor: `npm run serve` (package.json; README, "Running in production"),
+ * How production runs Emisor: `npm run serve` (package.json; docs/operations.md),
  * read from package.json so the bench measures exactly that command. Its environment keeps glibc's
  * malloc from hoarding scrypt's 16 MB blocks and its flag bounds V8's old generation (both
- * measured in the README's Benchmarks section). BENCH_NODE_FLAGS adds node flags, for experiments.
+ * measured in bench/README.md). BENCH_NODE_FLAGS adds node flags, for experiments.
  */
 export const productionRun = parseServeScript();
 
