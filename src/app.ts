@@ -126,6 +126,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerMetrics(app);
   registerEventMetrics(metrics, ctx.db);
+  metrics.registerMetric(ctx.paymentCounters.batches);
+  metrics.registerMetric(ctx.paymentCounters.payments);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
 
@@ -134,7 +136,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerCatalogRoutes(app);
   registerProductRoutes(app, ctx);
   registerCardRoutes(app, ctx);
-  registerPaymentRoutes(app, ctx, metrics);
+  registerPaymentRoutes(app, ctx);
   registerClientRoutes(app, ctx);
   registerCardholderRoutes(app, ctx);
   registerSandboxRoutes(app, ctx);
