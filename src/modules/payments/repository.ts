@@ -3,7 +3,7 @@ import type { Db, Tx } from "../../db/database.ts";
 import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../db/idempotency.ts";
 import type { Envelope } from "../../http/envelope.ts";
 import { type PairedEntry, pairedBatch } from "../../ledger/batch.ts";
-import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 
 /**
  * SQL of the batched payment path. Under lock: one statement that takes the locks and reads what

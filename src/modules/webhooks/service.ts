@@ -10,7 +10,7 @@ import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { testEventType } from "../events/outbox.ts";
-import { findEventInScope } from "../events/repository.ts";
+import { findEventInScope, insertTestEvent } from "../events/repository.ts";
 import { presentEvent } from "../events/service.ts";
 import * as repo from "./repository.ts";
 import { newSigningSecret, secretContext } from "./signature.ts";
@@ -267,7 +267,7 @@ export async function sendTestEvent(
   const endpoint = await enabledEndpointInScope(db, caller, id);
   return runIdempotent(db, idempotency, async (tx) => {
     const eventId = timeOrderedUuid();
-    await repo.insertTestEvent(tx, {
+    await insertTestEvent(tx, {
       id: eventId,
       type: testEventType,
       clientId: endpoint.client_id,
