@@ -18,7 +18,6 @@ import {
   schemaErrorMessage,
 } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
-import { registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
@@ -26,6 +25,7 @@ import { openApiOptions } from "./http/openapi.ts";
 import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
+import { registerIdempotency } from "./idempotency/hook.ts";
 import { limits } from "./limits.ts";
 import { registerAirtimeRoutes } from "./modules/airtime/routes.ts";
 import { registerAuthRoutes } from "./modules/auth/routes.ts";

@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import type { Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import type { CardStatus } from "../../db/schema.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
@@ -13,7 +12,9 @@ import {
   isCursorPage,
   keysetPage,
 } from "../../http/cursor.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { findClientInScope } from "../clients/repository.ts";
@@ -152,7 +153,7 @@ export async function assignCard(
       product: { id: product.id, code: product.code, name: product.name },
     };
     await emitEvent(tx, { type: "card.assigned", clientId: cardholder.client_id, data });
-    return { status: 200, body: ok(data) };
+    return data;
   });
 }
 

@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import type { Db } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { decodeInstantIdCursor, keysetPage } from "../../http/cursor.ts";
-import { ok } from "../../http/envelope.ts";
 import { createdWindow } from "../../http/schemas.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
@@ -116,7 +117,7 @@ export async function transferBetweenClients(
         data: { transfer: sideView(to), available: data.to_available },
       });
     await emitEvents(tx, events);
-    return { status: 200, body: ok(data) };
+    return data;
   });
 }
 

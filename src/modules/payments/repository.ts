@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import type { Db, Tx } from "../../db/database.ts";
-import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../db/idempotency.ts";
-import type { Envelope } from "../../http/envelope.ts";
+import type { StoredResponse } from "../../idempotency/reply.ts";
+import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../idempotency/store.ts";
 import { type PairedEntry, pairedBatch } from "../../ledger/batch.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 
@@ -17,7 +17,7 @@ export interface StoredKey {
   key: string;
   request_hash: string;
   response_status: number;
-  response_body: Envelope;
+  response_body: StoredResponse["body"];
 }
 
 export interface LockedBatch {
@@ -39,7 +39,7 @@ export interface LockedBatch {
  * key again violates its primary key (23505), and the batcher runs the batch again, where the key
  * is seen and replayed (`#underLock`); a second round trip per batch would avoid the retry for a
  * race that takes a client sending one key to two processes at once. An expired key
- * (db/idempotency.ts) is not stored but listed, for `forgetExpiredKeys`. Balances travel as text:
+ * (idempotency/store.ts) is not stored but listed, for `forgetExpiredKeys`. Balances travel as text:
  * JSON numbers are doubles.
  */
 export async function lockBatch(

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
+import { sendResult } from "../../idempotency/hook.ts";
 import { PaymentBody, PaymentData } from "./schemas.ts";
 import { payCard } from "./service.ts";
 

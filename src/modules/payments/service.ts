@@ -1,13 +1,10 @@
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import {
-  checkBeforeWork,
-  type IdempotencyDraft,
-  type IdempotencyScope,
-  type IdempotentResult,
-} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { checkBeforeWork } from "../../idempotency/run.ts";
+import type { IdempotencyDraft, IdempotencyScope } from "../../idempotency/store.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { type CardRef, cardRefName, parseCardNumber } from "../cards/card-number.ts";
