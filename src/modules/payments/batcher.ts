@@ -397,9 +397,28 @@ async function applyBatch(
     outcomes[index] = { result: { ...payment.reply, replayed: false } };
   });
 
-  // Every key decided here is recorded with its answer, a refusal too: a duplicate in a later
-  // batch (an attempt its client gave up on) then replays it instead of paying after a "no".
-  const records = [...firstWithKey.values()].flatMap((index) => {
+  const records = decidedRecords(requests, outcomes, firstWithKey);
+  if (accepted.length > 0 || records.length > 0) {
+    await repo.applyPayments(
+      tx,
+      accepted.map((a) => a.payment),
+      records,
+      paymentEvents(accepted),
+    );
+  }
+  return { outcomes: settleDuplicates(requests, outcomes, firstWithKey), balances: available, statuses };
+}
+
+/**
+ * Every key decided here is recorded with its answer, a refusal too: a duplicate in a later batch
+ * (an attempt its client gave up on) then replays it instead of paying after a "no".
+ */
+function decidedRecords(
+  requests: PaymentRequest[],
+  outcomes: Outcome[],
+  firstWithKey: Map<string, number>,
+): IdempotencyRecord[] {
+  return [...firstWithKey.values()].flatMap((index) => {
     const scope = requests[index]?.idempotency;
     const outcome = outcomes[index];
     if (!scope || !outcome) return [];
@@ -411,15 +430,6 @@ async function applyBatch(
           : undefined;
     return response ? [record(scope, response)] : [];
   });
-  if (accepted.length > 0 || records.length > 0) {
-    await repo.applyPayments(
-      tx,
-      accepted.map((a) => a.payment),
-      records,
-      paymentEvents(accepted),
-    );
-  }
-  return { outcomes: settleDuplicates(requests, outcomes, firstWithKey), balances: available, statuses };
 }
 
 /** A repeated key inside one batch gets what the first request with that key got. */
