@@ -18,7 +18,6 @@ import {
   schemaErrorMessage,
 } from "./http/error-handler.ts";
 import { registerHealth } from "./http/health.ts";
-import { registerIdempotency } from "./http/idempotency.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
 import { registerMetrics } from "./http/metrics.ts";
@@ -26,6 +25,7 @@ import { openApiOptions } from "./http/openapi.ts";
 import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { registerStrictQuery, validatorCompiler } from "./http/validation.ts";
+import { registerIdempotency } from "./idempotency/hook.ts";
 import { limits } from "./limits.ts";
 import { registerAirtimeRoutes } from "./modules/airtime/routes.ts";
 import { registerAuthRoutes } from "./modules/auth/routes.ts";
@@ -126,6 +126,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerMetrics(app);
   registerEventMetrics(metrics, ctx.db);
+  metrics.registerMetric(ctx.paymentCounters.batches);
+  metrics.registerMetric(ctx.paymentCounters.payments);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
 
@@ -134,7 +136,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerCatalogRoutes(app);
   registerProductRoutes(app, ctx);
   registerCardRoutes(app, ctx);
-  registerPaymentRoutes(app, ctx, metrics);
+  registerPaymentRoutes(app, ctx);
   registerClientRoutes(app, ctx);
   registerCardholderRoutes(app, ctx);
   registerSandboxRoutes(app, ctx);

@@ -4,7 +4,10 @@ import { deriveKeyRing, type KeyRing, loadMasterKey } from "./crypto/keys.ts";
 import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
 import type { Database, Db } from "./db/database.ts";
 import { AuthService } from "./modules/auth/service.ts";
+import { CardCache } from "./modules/cards/card-cache.ts";
 import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
+import { PaymentBatcher } from "./modules/payments/batcher.ts";
+import { countBatches, type PaymentCounters, paymentCounters } from "./modules/payments/metrics.ts";
 import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { KnownCards } from "./modules/transfers/known-cards.ts";
@@ -27,6 +30,12 @@ export interface AppContext {
   knownCards: KnownCards;
   /** The SPEI rail's state changes (callbacks, or the simulator's), applied in batches. */
   speiStateChanges: SpeiStateChanges;
+  /** Payments of this process, applied in batches. */
+  paymentBatcher: PaymentBatcher;
+  /** The cards this process was last asked to pay, as last read. */
+  cardCache: CardCache;
+  /** The payment batcher's counters, which the app's /metrics shows. */
+  paymentCounters: PaymentCounters;
 }
 
 export async function createContext(
@@ -62,6 +71,7 @@ export async function createContext(
     await speiStateChanges.apply(change);
   });
   const transferBatcher = new TransferBatcher(database.db);
+  const counters = paymentCounters();
   return {
     config,
     database,
@@ -73,5 +83,8 @@ export async function createContext(
     transferBatcher,
     knownCards: new KnownCards(),
     speiStateChanges,
+    paymentBatcher: new PaymentBatcher(database.db, countBatches(counters)),
+    cardCache: new CardCache(),
+    paymentCounters: counters,
   };
 }

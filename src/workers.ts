@@ -1,5 +1,5 @@
 import type { AppContext } from "./context.ts";
-import { purgeIdempotencyKeys } from "./db/idempotency.ts";
+import { purgeIdempotencyKeys } from "./idempotency/store.ts";
 import { limits } from "./limits.ts";
 import { processPendingTopups } from "./modules/airtime/worker.ts";
 import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";

@@ -1,5 +1,5 @@
 import "fastify";
-import type { IdempotencyDraft, IdempotencyScope } from "../db/idempotency.ts";
+import type { IdempotencyDraft, IdempotencyScope } from "../idempotency/store.ts";
 import type { Caller } from "./caller.ts";
 
 declare module "fastify" {

@@ -1,8 +1,8 @@
 import { isDeepStrictEqual } from "node:util";
 import type { FastifyDynamicSwaggerOptions } from "@fastify/swagger";
 import { errors } from "../errors.ts";
+import { IdempotencyKeyHeader } from "../idempotency/hook.ts";
 import { ErrorEnvelopeSchema } from "./envelope.ts";
-import { IdempotencyKeyHeader } from "./idempotency.ts";
 import type { ResponseHeaders } from "./schemas.ts";
 
 /**
@@ -10,7 +10,7 @@ import type { ResponseHeaders } from "./schemas.ts";
  * route's own code sends (login's Authorization, Cache-Control: no-store on an answer holding a
  * secret) its schema states, as a response schema's `headers`, which the serializer ignores. What
  * a hook or the error handler does for many routes is stated here, from the route's config: the
- * Idempotency-Key header and Idempotent-Replayed (http/idempotency.ts), 429 with Retry-After on
+ * Idempotency-Key header and Idempotent-Replayed (idempotency/hook.ts), 429 with Retry-After on
  * rate-limited routes (http/rate-limit.ts), 401 with WWW-Authenticate and 503 with Retry-After
  * (http/error-handler.ts). These additions exist in the document only: the routes Fastify
  * serializes with are not changed.

@@ -1,5 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
 import { assertBalanced, type EntryInput, netByAccount, onShards } from "./ledger.ts";
+import type { Cents } from "./money.ts";
 
 /**
  * Many entries written by one statement, for the paths that batch requests (transfers out): the
@@ -28,7 +29,6 @@ export function ledgerBatch(entries: BatchEntry[]): LedgerBatch {
   const placed = entries.map((entry) => ({ ...entry, postings: onShards(entry.postings, chosen) }));
   for (const entry of placed) assertBalanced(entry.postings);
   const net = netByAccount(placed.flatMap((entry) => entry.postings)).filter(([, delta]) => delta !== 0n);
-  const postings = placed.flatMap((entry) => entry.postings.map((p) => ({ entryId: entry.id, ...p })));
   const ctes = sql`
     ledger_net as (
       select * from unnest(${net.map(([id]) => id)}::uuid[], ${net.map(([, delta]) => String(delta))}::bigint[])
@@ -39,21 +39,124 @@ export function ledgerBatch(entries: BatchEntry[]): LedgerBatch {
       update ledger_accounts a set balance_cents = a.balance_cents + n.delta
       from ledger_net n
       where a.id = n.id and (a.allow_negative or a.balance_cents + n.delta >= 0) returning a.id),
-    ledger_entries as (
+    ${entryRows(placed)}`;
+  const steps = sql`
+    (select count(*) from ledger_locked) as ledger_locked,
+    emisor_require((select count(*) from ledger_moved) = ${net.length}, 'an account does not cover the batch')
+      as ledger_moved,
+    ${rowsWritten} as ledger_rows`;
+  return { ctes, steps };
+}
+
+/** The CTEs ledger_entries and ledger_postings: the rows of balanced entries, in their order. */
+function entryRows(entries: BatchEntry[]): RawBuilder<unknown> {
+  const postings = entries.flatMap((entry) => entry.postings.map((p) => ({ entryId: entry.id, ...p })));
+  return sql`ledger_entries as (
       insert into journal_entries (id, kind, description, client_id, metadata)
-      select * from unnest(${placed.map((e) => e.id)}::uuid[], ${placed.map((e) => e.kind)}::text[],
-        ${placed.map((e) => e.description ?? null)}::text[], ${placed.map((e) => e.clientId ?? null)}::uuid[],
-        ${placed.map((e) => (e.metadata ? JSON.stringify(e.metadata) : null))}::jsonb[])
+      select * from unnest(${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.kind)}::text[],
+        ${entries.map((e) => e.description ?? null)}::text[], ${entries.map((e) => e.clientId ?? null)}::uuid[],
+        ${entries.map((e) => (e.metadata ? JSON.stringify(e.metadata) : null))}::jsonb[])
       returning id),
     ledger_postings as (
       insert into postings (entry_id, account_id, amount_cents)
       select * from unnest(${postings.map((p) => p.entryId)}::uuid[], ${postings.map((p) => p.accountId)}::uuid[],
         ${postings.map((p) => String(p.amountCents))}::bigint[])
       returning id)`;
-  const steps = sql`
-    (select count(*) from ledger_locked) as ledger_locked,
-    emisor_require((select count(*) from ledger_moved) = ${net.length}, 'an account does not cover the batch')
-      as ledger_moved,
-    (select count(*) from ledger_entries) + (select count(*) from ledger_postings) as ledger_rows`;
-  return { ctes, steps };
+}
+
+/** How many rows of entries and postings the statement wrote. */
+const rowsWritten = sql`(select count(*) from ledger_entries) + (select count(*) from ledger_postings)`;
+
+/** An entry that moves an amount from one account (a payer's balance) to another (a card's). */
+export interface PairedEntry {
+  id: string;
+  kind: string;
+  description: string;
+  clientId: string;
+  metadata: Record<string, unknown>;
+  fromId: string;
+  toId: string;
+  amountCents: Cents;
+}
+
+/**
+ * Many paired entries in the caller's statement, for the payment batcher, which takes its locks in
+ * its own order: every debited account (locked in id order), then its own rows (the cards), then
+ * every credited account (locked in id order), so two batches on the same accounts cannot
+ * deadlock. The caller places the CTE groups in its WITH list and the steps in its target list, in
+ * that order (a scalar subquery runs where it first appears); a caller that locked the accounts
+ * already leaves `lockDebited` and `lockCredited` out. Each debited account moves once, by its
+ * total, and only if its balance is at least its guard (at least that total: a caller may demand
+ * more, what earlier undecided batches may still take); each credited account moves once. Unless
+ * every account moved, the statement refuses itself (EM001, emisor_require) and writes nothing, so
+ * balances always equal their postings.
+ */
+export interface PairedBatch {
+  ctes: {
+    /** ledger_entries, ledger_postings: the rows, which contend for nothing. */
+    rows: RawBuilder<unknown>;
+    /** ledger_debited_locked, ledger_debit. */
+    debit: RawBuilder<unknown>;
+    /** ledger_credited_locked, ledger_credit. */
+    credit: RawBuilder<unknown>;
+  };
+  steps: {
+    /** How many rows of entries and postings were written (a number, to add to the caller's). */
+    rows: RawBuilder<unknown>;
+    lockDebited: RawBuilder<unknown>;
+    debit: RawBuilder<unknown>;
+    lockCredited: RawBuilder<unknown>;
+    credit: RawBuilder<unknown>;
+    /** Each debited account's balance after the debit: JSON `[{id, balance}]`, balances as text. */
+    balances: RawBuilder<unknown>;
+  };
+}
+
+export function pairedBatch(entries: PairedEntry[], guards = new Map<string, Cents>()): PairedBatch {
+  const rows: BatchEntry[] = entries.map((e) => ({
+    id: e.id,
+    kind: e.kind,
+    description: e.description,
+    clientId: e.clientId,
+    metadata: e.metadata,
+    postings: [
+      { accountId: e.fromId, amountCents: -e.amountCents },
+      { accountId: e.toId, amountCents: e.amountCents },
+    ],
+  }));
+  for (const entry of rows) assertBalanced(entry.postings);
+  const debits = totals(entries, (e) => e.fromId);
+  const credits = totals(entries, (e) => e.toId);
+  const debitIds = [...debits.keys()];
+  const creditIds = [...credits.keys()];
+  const debit = sql`ledger_debited_locked as (
+      select id from ledger_accounts where id = any(${debitIds}::uuid[]) order by id for update),
+    ledger_debit as (
+      update ledger_accounts a set balance_cents = a.balance_cents - v.amount
+      from (select unnest(${debitIds}::uuid[]) as id, unnest(${debitIds.map((id) => String(debits.get(id)))}::bigint[]) as amount,
+        unnest(${debitIds.map((id) => String(guards.get(id) ?? debits.get(id)))}::bigint[]) as guard) v
+      where a.id = v.id and a.balance_cents >= v.guard returning a.id, a.balance_cents)`;
+  const credit = sql`ledger_credited_locked as (
+      select id from ledger_accounts where id = any(${creditIds}::uuid[]) order by id for update),
+    ledger_credit as (
+      update ledger_accounts a set balance_cents = a.balance_cents + v.amount
+      from (select unnest(${creditIds}::uuid[]) as id, unnest(${creditIds.map((id) => String(credits.get(id)))}::bigint[]) as amount) v
+      where a.id = v.id returning a.id)`;
+  return {
+    ctes: { rows: entryRows(rows), debit, credit },
+    steps: {
+      rows: rowsWritten,
+      lockDebited: sql`(select count(*) from ledger_debited_locked)`,
+      debit: sql`emisor_require((select count(*) from ledger_debit) = ${debitIds.length}, 'a debited account no longer covers the batch')`,
+      lockCredited: sql`(select count(*) from ledger_credited_locked)`,
+      credit: sql`emisor_require((select count(*) from ledger_credit) = ${creditIds.length}, 'a credited account does not exist')`,
+      balances: sql`(select json_agg(json_build_object('id', id, 'balance', balance_cents::text)) from ledger_debit)`,
+    },
+  };
+}
+
+function totals(entries: PairedEntry[], accountOf: (e: PairedEntry) => string): Map<string, Cents> {
+  const sums = new Map<string, Cents>();
+  for (const e of entries) sums.set(accountOf(e), (sums.get(accountOf(e)) ?? 0n) + e.amountCents);
+  return sums;
 }

@@ -1,11 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { completeDraft } from "../../db/idempotency.ts";
 import { invalidField } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
-import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
+import { sendResult } from "../../idempotency/hook.ts";
+import { completeDraft } from "../../idempotency/store.ts";
 import { limits } from "../../limits.ts";
 import { characterCount } from "../../text.ts";
 import { cardRefName, parseCardNumber } from "../cards/card-number.ts";

@@ -1,20 +1,22 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
-import {
-  checkBeforeWork,
-  forgetIdempotencyKey,
-  type IdempotencyScope,
-  type IdempotentResult,
-  isFinalRefusal,
-  refusalResponse,
-  replaceStoredResponse,
-  runIdempotent,
-} from "../../db/idempotency.ts";
 import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import {
+  answered,
+  type IdempotentResult,
+  isFinalRefusal,
+  okReply,
+  refusalResponse,
+} from "../../idempotency/reply.ts";
+import { checkBeforeWork, runIdempotent } from "../../idempotency/run.ts";
+import {
+  forgetIdempotencyKey,
+  type IdempotencyScope,
+  replaceStoredResponse,
+} from "../../idempotency/store.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
 import { InsufficientFundsError, postEntry, reverseEntry } from "../../ledger/ledger.ts";
 import { limits } from "../../limits.ts";
@@ -125,7 +127,7 @@ async function topupWithPayer(
   const id = randomUUID();
   const pending = await runIdempotent(deps.db, idempotency, async (tx) => {
     const topup = await debitTopup(tx, { id, payer, product, input, idempotency });
-    return { status: 200, body: ok(renderTopupResponse(topup, product)) };
+    return renderTopupResponse(topup, product);
   });
   // A replay (or a concurrent duplicate that lost) must not call the provider again.
   if (pending.replayed) return pending;
@@ -144,8 +146,7 @@ async function topupWithPayer(
     });
     return pending;
   }
-  if (topup.status === "COMPLETED")
-    return { status: 200, body: ok(renderTopupResponse(topup, product)), replayed: false };
+  if (topup.status === "COMPLETED") return answered(renderTopupResponse(topup, product));
   if (topup.status === "PENDING") return pending;
   throw failureError(topup.failure_reason, outcome.status === "FAILED" && outcome.retryable);
 }
@@ -282,7 +283,7 @@ export async function settleTopup(db: Db, id: string, outcome: AirtimeResult): P
       const refusal =
         outcome.status === "FAILED" ? failureError(after.failure_reason, outcome.retryable) : undefined;
       if (refusal === undefined) {
-        await replaceStoredResponse(tx, key, { status: 200, body: ok(renderTopupResponse(after, product)) });
+        await replaceStoredResponse(tx, key, okReply(renderTopupResponse(after, product)));
       } else if (isFinalRefusal(refusal)) {
         await replaceStoredResponse(tx, key, refusalResponse(refusal));
       } else {

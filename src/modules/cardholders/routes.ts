@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
-import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
+import { sendResult } from "../../idempotency/hook.ts";
 import { CardholderLookups } from "./lookups.ts";
 import {
   CardholderQuery,

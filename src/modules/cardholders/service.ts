@@ -1,13 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { Db, Queryable, Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { violatedUniqueConstraint } from "../../db/unique.ts";
 import { curpProblem } from "../../domain/curp.ts";
 import { isPersonRfc } from "../../domain/rfc.ts";
 import { mexicoCityToday } from "../../domain/spei.ts";
 import { AppError, type ErrorDef, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { type Cents, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { type AccountWithCards, groupAccounts } from "../cards/repository.ts";
@@ -53,7 +54,7 @@ export async function createCardholder(
     await requireIdentity(tx, values.client_id, values.rfc, values.curp);
     const cardholder = renderCardholder(await insertOrExplain(tx, values));
     await emitEvent(tx, { type: "cardholder.created", clientId: cardholder.client_id, data: cardholder });
-    return { status: 200, body: ok({ cardholder }) };
+    return { cardholder };
   });
 }
 

@@ -2,17 +2,18 @@ import { randomUUID } from "node:crypto";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import type { Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import type { CardStatus } from "../../db/schema.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { decodeCursor, instantIdPage, invalidCursor, isCursorPage, keysetPage } from "../../http/cursor.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { balanceOf, createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
-import { findVisibleProduct } from "../products/repository.ts";
+import { findVisibleProduct, type ProductRow } from "../products/repository.ts";
 import { type CardRef, maskedCardNumber, parseCardNumber } from "./card-number.ts";
 import { expirationOf, isExpired } from "./expiry.ts";
 import * as repo from "./repository.ts";
@@ -44,110 +45,147 @@ export async function assignCard(
   idempotency: IdempotencyScope | undefined,
 ): Promise<IdempotentResult> {
   return runIdempotent(ctx.db, idempotency, async (tx) => {
-    const cardholder = await repo.findCardholderInScope(tx, caller.clientId, body.cardholder_id);
-    if (!cardholder) throw new AppError(errors.cardholderNotFound);
-    const product = await findVisibleProduct(tx, caller.clientId, body.product_id);
-    if (!product) throw new AppError(errors.productNotFound);
-    if (product.status !== "ACTIVE") throw new AppError(errors.productInactive);
-    // A blank rfc (curp) was allowed by some product; this one must allow it too.
-    for (const [field, blank, allowed] of [
-      ["rfc", cardholder.rfc === null, product.allow_blank_rfc],
-      ["curp", cardholder.curp === null, product.allow_blank_curp],
-    ] as const) {
-      if (blank && !allowed) {
-        throw new AppError(errors.cardholderIdentityMissing, {
-          message: `The product requires the cardholder's ${field}, which is blank`,
-        });
-      }
-    }
+    const { cardholder, product } = await assignmentParties(tx, caller, body);
     // A virtual card is not shipped: its shipping fields name no address, and need none on file.
     const address = product.card_type === "PHYSICAL" ? await deliveryAddress(tx, body, cardholder) : null;
     const stock = await repo.takeStockCard(tx, product.id);
     if (!stock) throw new AppError(errors.stockEmpty);
-
-    const now = new Date();
-    const accountId = randomUUID();
-    const status: CardStatus = product.card_type === "VIRTUAL" ? "ACTIVE" : "NEED_ACTIVATION";
-    const account = await tx
-      .insertInto("accounts")
-      .values({
-        id: accountId,
-        cardholder_id: cardholder.id,
-        client_id: cardholder.client_id,
-        product_id: product.id,
-        document_type: body.document_type,
-        document_number: body.document_number,
-        observations: body.observations,
-        assigned_by_api_key_id: caller.apiKeyId,
-        activation_date: status === "ACTIVE" ? now : null,
-        created_at: now,
-      })
-      .returning(["reference", "clabe"])
-      .executeTakeFirstOrThrow();
-    await tx
-      .updateTable("cards")
-      .set({
-        status,
-        client_id: cardholder.client_id,
-        cardholder_id: cardholder.id,
-        account_id: accountId,
-        assigned_at: now,
-        activated_at: status === "ACTIVE" ? now : null,
-        updated_at: now,
-      })
-      .where("id", "=", stock.id)
-      .execute();
-    // The card's balance: a ledger account with the card's own id, owned by the cardholder's client.
-    await createAccount(tx, { id: stock.id, kind: "CARD", clientId: cardholder.client_id });
-    if (address) {
-      await tx
-        .insertInto("card_shipments")
-        .values({
-          id: randomUUID(),
-          card_id: stock.id,
-          shipping_method: body.shipping_method,
-          delivery_type: body.delivery_type,
-          address: JSON.stringify(address),
-        })
-        .execute();
-    }
-    await repo.recordStatusChange(tx, {
-      cardId: stock.id,
-      from: "NOT_ASSIGNED",
-      to: status,
-      reason: "assigned",
-      latitude: null,
-      longitude: null,
-      apiKeyId: caller.apiKeyId,
-    });
-    const data = {
-      cardholder: {
-        id: cardholder.id,
-        first_name: cardholder.first_name,
-        second_name: cardholder.second_name ?? "",
-        surname: cardholder.surname,
-        second_surname: cardholder.second_surname ?? "",
-        rfc: cardholder.rfc,
-        curp: cardholder.curp,
-      },
-      card: {
-        id: stock.id,
-        type: product.card_type,
-        status,
-        last_four: stock.last_four,
-        assignation_timestamp: now.toISOString(),
-      },
-      account: {
-        id: accountId,
-        reference: account.reference,
-        clabe: account.clabe,
-        assignation_timestamp: now.toISOString(),
-      },
-      product: { id: product.id, code: product.code, name: product.name },
+    const assignment: Assignment = {
+      caller,
+      body,
+      cardholder,
+      product,
+      stock,
+      now: new Date(),
+      accountId: randomUUID(),
+      status: product.card_type === "VIRTUAL" ? "ACTIVE" : "NEED_ACTIVATION",
     };
+    const account = await writeAssignment(tx, assignment, address);
+    const data = assignedData(assignment, account);
     await emitEvent(tx, { type: "card.assigned", clientId: cardholder.client_id, data });
-    return { status: 200, body: ok(data) };
+    return data;
   });
+}
+
+/** A card being assigned: who, from which product, which stock card, and when. */
+interface Assignment {
+  caller: Caller;
+  body: Static<typeof AssignCardBody>;
+  cardholder: repo.CardholderForAssignment;
+  product: ProductRow;
+  stock: { id: string; last_four: string };
+  now: Date;
+  accountId: string;
+  status: CardStatus;
+}
+
+/** The cardholder and the product, in the caller's scope, the product active and allowing the holder. */
+async function assignmentParties(tx: Tx, caller: Caller, body: Static<typeof AssignCardBody>) {
+  const cardholder = await repo.findCardholderInScope(tx, caller.clientId, body.cardholder_id);
+  if (!cardholder) throw new AppError(errors.cardholderNotFound);
+  const product = await findVisibleProduct(tx, caller.clientId, body.product_id);
+  if (!product) throw new AppError(errors.productNotFound);
+  if (product.status !== "ACTIVE") throw new AppError(errors.productInactive);
+  // A blank rfc (curp) was allowed by some product; this one must allow it too.
+  for (const [field, blank, allowed] of [
+    ["rfc", cardholder.rfc === null, product.allow_blank_rfc],
+    ["curp", cardholder.curp === null, product.allow_blank_curp],
+  ] as const) {
+    if (blank && !allowed) {
+      throw new AppError(errors.cardholderIdentityMissing, {
+        message: `The product requires the cardholder's ${field}, which is blank`,
+      });
+    }
+  }
+  return { cardholder, product };
+}
+
+/** The account, the card given to the cardholder, its ledger account, its shipment, its history. */
+async function writeAssignment(tx: Tx, a: Assignment, address: Record<string, string | null> | null) {
+  const { body, cardholder, now, status } = a;
+  const account = await tx
+    .insertInto("accounts")
+    .values({
+      id: a.accountId,
+      cardholder_id: cardholder.id,
+      client_id: cardholder.client_id,
+      product_id: a.product.id,
+      document_type: body.document_type,
+      document_number: body.document_number,
+      observations: body.observations,
+      assigned_by_api_key_id: a.caller.apiKeyId,
+      activation_date: status === "ACTIVE" ? now : null,
+      created_at: now,
+    })
+    .returning(["reference", "clabe"])
+    .executeTakeFirstOrThrow();
+  await tx
+    .updateTable("cards")
+    .set({
+      status,
+      client_id: cardholder.client_id,
+      cardholder_id: cardholder.id,
+      account_id: a.accountId,
+      assigned_at: now,
+      activated_at: status === "ACTIVE" ? now : null,
+      updated_at: now,
+    })
+    .where("id", "=", a.stock.id)
+    .execute();
+  // The card's balance: a ledger account with the card's own id, owned by the cardholder's client.
+  await createAccount(tx, { id: a.stock.id, kind: "CARD", clientId: cardholder.client_id });
+  if (address) {
+    await tx
+      .insertInto("card_shipments")
+      .values({
+        id: randomUUID(),
+        card_id: a.stock.id,
+        shipping_method: body.shipping_method,
+        delivery_type: body.delivery_type,
+        address: JSON.stringify(address),
+      })
+      .execute();
+  }
+  await repo.recordStatusChange(tx, {
+    cardId: a.stock.id,
+    from: "NOT_ASSIGNED",
+    to: status,
+    reason: "assigned",
+    latitude: null,
+    longitude: null,
+    apiKeyId: a.caller.apiKeyId,
+  });
+  return account;
+}
+
+/** The 4.5 answer, which the `card.assigned` event carries too. */
+function assignedData(a: Assignment, account: { reference: string; clabe: string | null }) {
+  const { cardholder, product, stock, now } = a;
+  return {
+    cardholder: {
+      id: cardholder.id,
+      first_name: cardholder.first_name,
+      second_name: cardholder.second_name ?? "",
+      surname: cardholder.surname,
+      second_surname: cardholder.second_surname ?? "",
+      rfc: cardholder.rfc,
+      curp: cardholder.curp,
+    },
+    card: {
+      id: stock.id,
+      type: product.card_type,
+      status: a.status,
+      last_four: stock.last_four,
+      assignation_timestamp: now.toISOString(),
+    },
+    account: {
+      id: a.accountId,
+      reference: account.reference,
+      clabe: account.clabe,
+      assignation_timestamp: now.toISOString(),
+    },
+    product: { id: product.id, code: product.code, name: product.name },
+  };
 }
 
 /** B2B: the cardholder's address; B2C: the client's; CUSTOM: the one given. */

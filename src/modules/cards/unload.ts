@@ -2,15 +2,11 @@ import assert from "node:assert/strict";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import type { Tx } from "../../db/database.ts";
-import {
-  completeDraft,
-  type IdempotencyDraft,
-  type IdempotentResult,
-  runIdempotent,
-} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import { completeDraft, type IdempotencyDraft } from "../../idempotency/store.ts";
 import { balanceOf, InsufficientFundsError, postEntry } from "../../ledger/ledger.ts";
 import { type Cents, formatPesos, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -73,7 +69,7 @@ export async function unloadCard(
       client: { id: card.client_id, available: toPesos(mainCents + unloadCents) },
     };
     await emitEvent(tx, { type: "card.unloaded", clientId: card.client_id, data });
-    return { status: 200, body: ok(data) };
+    return data;
   });
 }
 

@@ -2,8 +2,8 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
-import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
+import { sendResult } from "../../idempotency/hook.ts";
 import { limits } from "../../limits.ts";
 import {
   BalanceData,

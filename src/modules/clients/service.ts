@@ -3,12 +3,13 @@ import { randomUUID } from "node:crypto";
 import { defaultClabeBankPrefix } from "../../config.ts";
 import { hashSecret, randomString } from "../../crypto/secrets.ts";
 import type { Db, Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { violatedUniqueConstraint } from "../../db/unique.ts";
 import { isValidRfc } from "../../domain/rfc.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
 import { createAccount, postEntry } from "../../ledger/ledger.ts";
 import { type Cents, parsePesos, toPesos } from "../../ledger/money.ts";
@@ -141,12 +142,7 @@ export async function createSubclient(
     const created = { ...subclient.data, available: toPesos(availableCents) };
     // The parent owns the new client: the event is the parent's, and carries no credential.
     await emitEvent(tx, { type: "client.created", clientId: caller.clientId, data: created });
-    return {
-      status: 200,
-      body: ok({
-        subclient: { ...created, api_client: { ...created.api_client, api_key: subclient.apiKey } },
-      }),
-    };
+    return { subclient: { ...created, api_client: { ...created.api_client, api_key: subclient.apiKey } } };
   });
 }
 

@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import type { Db } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { instantIdPage } from "../../http/cursor.ts";
-import { ok } from "../../http/envelope.ts";
 import { createdWindow } from "../../http/schemas.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
@@ -86,38 +87,51 @@ export async function transferBetweenClients(
       from_available: toPesos(from.balance_cents - amountCents),
       to_available: toPesos(to.balance_cents + amountCents),
     };
-    // The caller decided it and sees both sides: client.transfer is its own, as client.created
-    // is. A side that is not the caller learns that its balance moved: the transfer as its own
-    // listing shows it (a client outside its subtree, such as a sibling or the caller, is null)
-    // and its own balance only.
-    const sideView = (side: repo.TransferParty) => {
-      const visible = (id: string) =>
-        id === side.id || parties.some((party) => party.id === id && party.lineage.includes(side.id))
-          ? id
-          : null;
-      return {
-        ...data.transfer,
-        from_client_id: visible(fromId),
-        to_client_id: visible(toId),
-        created_by_client_id: visible(caller.clientId),
-      };
-    };
-    const events: NewEvent[] = [{ type: "client.transfer", clientId: caller.clientId, data }];
-    if (fromId !== caller.clientId)
-      events.push({
-        type: "client.transfer.debited",
-        clientId: fromId,
-        data: { transfer: sideView(from), available: data.from_available },
-      });
-    if (toId !== caller.clientId)
-      events.push({
-        type: "client.transfer.credited",
-        clientId: toId,
-        data: { transfer: sideView(to), available: data.to_available },
-      });
+    const events = transferEvents(caller, parties, { from, to }, data);
     await emitEvents(tx, events);
-    return { status: 200, body: ok(data) };
+    return data;
   });
+}
+
+/**
+ * The caller decided it and sees both sides: client.transfer is its own, as client.created is. A
+ * side that is not the caller learns that its balance moved: the transfer as its own listing shows
+ * it (a client outside its subtree, such as a sibling or the caller, is null) and its own balance
+ * only.
+ */
+function transferEvents(
+  caller: Caller,
+  parties: repo.TransferParty[],
+  sides: { from: repo.TransferParty; to: repo.TransferParty },
+  data: { transfer: ReturnType<typeof presentTransfer>; from_available: number; to_available: number },
+): NewEvent[] {
+  const { from, to } = sides;
+  const sideView = (side: repo.TransferParty) => {
+    const visible = (id: string) =>
+      id === side.id || parties.some((party) => party.id === id && party.lineage.includes(side.id))
+        ? id
+        : null;
+    return {
+      ...data.transfer,
+      from_client_id: visible(from.id),
+      to_client_id: visible(to.id),
+      created_by_client_id: visible(caller.clientId),
+    };
+  };
+  const events: NewEvent[] = [{ type: "client.transfer", clientId: caller.clientId, data }];
+  if (from.id !== caller.clientId)
+    events.push({
+      type: "client.transfer.debited",
+      clientId: from.id,
+      data: { transfer: sideView(from), available: data.from_available },
+    });
+  if (to.id !== caller.clientId)
+    events.push({
+      type: "client.transfer.credited",
+      clientId: to.id,
+      data: { transfer: sideView(to), available: data.to_available },
+    });
+  return events;
 }
 
 export interface ClientTransferListQuery {

@@ -1,6 +1,6 @@
 import type { Tx } from "../../db/database.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
-import { insertEventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import { insertEventsWithDeliveries, type OutboxEvent } from "./repository.ts";
 
 /**
  * The event outbox. A service calls emitEvent inside the transaction that makes the change, so

@@ -1,9 +1,13 @@
 import { type RawBuilder, type Selectable, sql } from "kysely";
-import type { Queryable } from "../../db/database.ts";
+import type { Queryable, Tx } from "../../db/database.ts";
 import type { EventsTable } from "../../db/schema.ts";
 import { limits } from "../../limits.ts";
 
-/** SQL of the events module: reading the outbox within a client's subtree. */
+/**
+ * SQL of the events module, the only code that writes event rows: the outbox (each event with its
+ * webhook deliveries), and reading it within a client's subtree.
+ */
+
 /** An event as stored; its xid (the writing transaction's, as text) and seq place it in the listing. */
 export type EventRow = Selectable<EventsTable>;
 
@@ -185,4 +189,60 @@ export async function findEventInScope(
   eventId: string,
 ): Promise<EventRow | undefined> {
   return inScope(db, scopeClientId).where("e.id", "=", eventId).executeTakeFirst();
+}
+
+/**
+ * Writes events and, in the same statement, one pending delivery per ENABLED endpoint that wants
+ * each: the owner's endpoints, and its ancestors' that asked for their sub-clients' events, for
+ * every type or for this one. One round trip, however many events (a batch of payments).
+ */
+export async function insertEventsWithDeliveries(tx: Tx, events: ReadonlyArray<OutboxEvent>): Promise<void> {
+  await sql`with ${eventsWithDeliveries(events)} select 1`.execute(tx);
+}
+
+export interface OutboxEvent {
+  id: string;
+  type: string;
+  clientId: string;
+  /** JSON text. */
+  data: string;
+}
+
+/**
+ * The outbox write as common table expressions (`outbox_events`, `outbox_deliveries`), so a
+ * statement that makes a change can write its events in the same round trip: the events, and a
+ * delivery for every enabled endpoint that wants each one (the owner's, or an ancestor's that
+ * asked for its sub-clients' events).
+ */
+export function eventsWithDeliveries(events: ReadonlyArray<OutboxEvent>) {
+  return sql`
+    outbox_events as (
+      insert into events (id, type, client_id, data)
+      select id, type, client_id, data from unnest(
+        ${events.map((x) => x.id)}::uuid[], ${events.map((x) => x.type)}::text[],
+        ${events.map((x) => x.clientId)}::uuid[], ${events.map((x) => x.data)}::jsonb[]
+      ) as t(id, type, client_id, data)
+      returning id, type, client_id),
+    outbox_deliveries as (
+      insert into webhook_deliveries (id, event_id, endpoint_id, kind)
+      select gen_random_uuid(), e.id, w.id, 'EVENT'
+      from outbox_events e
+      join clients c on c.id = e.client_id
+      join webhook_endpoints w
+        on w.client_id = any(c.lineage)
+       and (w.client_id = e.client_id or w.include_subclients)
+       and (w.event_types is null or e.type = any(w.event_types))
+      where w.status = 'ENABLED'
+      returning id)`;
+}
+
+/** A test event: stored like any event (so it can be listed and replayed), delivered to one endpoint. */
+export async function insertTestEvent(
+  tx: Tx,
+  event: { id: string; type: string; clientId: string; data: unknown },
+): Promise<void> {
+  await tx
+    .insertInto("events")
+    .values({ id: event.id, type: event.type, client_id: event.clientId, data: JSON.stringify(event.data) })
+    .execute();
 }

@@ -1,17 +1,15 @@
-import assert from "node:assert/strict";
 import { randomInt } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
 import { decisionRefused } from "../../db/failures.ts";
+import { AppError, errors } from "../../errors.ts";
 import {
-  type IdempotencyRecord,
-  type IdempotencyScope,
   type IdempotentResult,
   isFinalRefusal,
+  okReply,
   refusalResponse,
-  sameRequest,
-} from "../../db/idempotency.ts";
-import { AppError, errors } from "../../errors.ts";
-import { type Envelope, ok } from "../../http/envelope.ts";
+  type StoredResponse,
+} from "../../idempotency/reply.ts";
+import { type IdempotencyRecord, type IdempotencyScope, sameRequest } from "../../idempotency/store.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -249,14 +247,14 @@ export class PaymentBatcher {
       batch: {
         payments: accepted.map((a) => a.payment),
         records: requests.flatMap((request, i) => {
-          const body = accepted[i]?.body;
-          return request.idempotency && body ? [record(request.idempotency, { status: 200, body })] : [];
+          const reply = accepted[i]?.reply;
+          return request.idempotency && reply ? [record(request.idempotency, reply)] : [];
         }),
         events: paymentEvents(accepted),
         guards,
         statuses,
       },
-      outcomes: accepted.map((a) => ({ result: { status: 200, body: a.body, replayed: false } })),
+      outcomes: accepted.map((a) => ({ result: { ...a.reply, replayed: false } })),
     };
   }
 }
@@ -293,7 +291,9 @@ const keyOf = (scope: IdempotencyScope) => `${scope.apiKeyId}\n${scope.key}`;
 
 interface Accepted {
   payment: repo.AcceptedPayment;
-  body: Envelope;
+  /** What the payment answers, and its key stores. */
+  data: Record<string, unknown>;
+  reply: StoredResponse;
 }
 
 /** A payment accepted, with the card status its answer states. */
@@ -301,7 +301,8 @@ function accept(request: PaymentRequest, status: string): Accepted {
   const entryId = timeOrderedUuid();
   const data = paymentData(request, entryId, status);
   return {
-    body: ok(data),
+    data,
+    reply: okReply(data),
     payment: {
       entryId,
       payerId: request.payerId,
@@ -320,7 +321,7 @@ function accept(request: PaymentRequest, status: string): Accepted {
   };
 }
 
-function record(scope: IdempotencyScope, response: { status: number; body: Envelope }): IdempotencyRecord {
+function record(scope: IdempotencyScope, response: StoredResponse): IdempotencyRecord {
   return { apiKeyId: scope.apiKeyId, key: scope.key, requestHash: scope.requestHash, ...response };
 }
 
@@ -331,8 +332,7 @@ function record(scope: IdempotencyScope, response: { status: number; body: Envel
  */
 function paymentEvents(accepted: Accepted[]) {
   const events: NewEvent[] = [];
-  for (const { payment, body } of accepted) {
-    const data = body.data as Record<string, unknown>;
+  for (const { payment, data } of accepted) {
     events.push({ type: "card.payment", clientId: payment.payerId, data });
     if (payment.cardClientId !== payment.payerId)
       events.push({ type: "card.payment.received", clientId: payment.cardClientId, data });
@@ -394,12 +394,31 @@ async function applyBatch(
     available.set(request.payerId, balance - request.amountCents);
     const payment = accept(request, status);
     accepted.push(payment);
-    outcomes[index] = { result: { status: 200, body: payment.body, replayed: false } };
+    outcomes[index] = { result: { ...payment.reply, replayed: false } };
   });
 
-  // Every key decided here is recorded with its answer, a refusal too: a duplicate in a later
-  // batch (an attempt its client gave up on) then replays it instead of paying after a "no".
-  const records = [...firstWithKey.values()].flatMap((index) => {
+  const records = decidedRecords(requests, outcomes, firstWithKey);
+  if (accepted.length > 0 || records.length > 0) {
+    await repo.applyPayments(
+      tx,
+      accepted.map((a) => a.payment),
+      records,
+      paymentEvents(accepted),
+    );
+  }
+  return { outcomes: settleDuplicates(requests, outcomes, firstWithKey), balances: available, statuses };
+}
+
+/**
+ * Every key decided here is recorded with its answer, a refusal too: a duplicate in a later batch
+ * (an attempt its client gave up on) then replays it instead of paying after a "no".
+ */
+function decidedRecords(
+  requests: PaymentRequest[],
+  outcomes: Outcome[],
+  firstWithKey: Map<string, number>,
+): IdempotencyRecord[] {
+  return [...firstWithKey.values()].flatMap((index) => {
     const scope = requests[index]?.idempotency;
     const outcome = outcomes[index];
     if (!scope || !outcome) return [];
@@ -411,17 +430,6 @@ async function applyBatch(
           : undefined;
     return response ? [record(scope, response)] : [];
   });
-  if (accepted.length > 0 || records.length > 0) {
-    const written = await repo.applyPayments(
-      tx,
-      accepted.map((a) => a.payment),
-      records,
-      paymentEvents(accepted),
-    );
-    assert.equal(written.debited, written.payers, "a locked payer balance no longer covers its payments");
-    assert.equal(written.credited, written.cards, "a card has no ledger account");
-  }
-  return { outcomes: settleDuplicates(requests, outcomes, firstWithKey), balances: available, statuses };
 }
 
 /** A repeated key inside one batch gets what the first request with that key got. */

@@ -1,9 +1,9 @@
 import { sql } from "kysely";
 import type { Db, Tx } from "../../db/database.ts";
-import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../db/idempotency.ts";
-
-import type { Envelope } from "../../http/envelope.ts";
-import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import type { StoredResponse } from "../../idempotency/reply.ts";
+import { type IdempotencyRecord, keyRecordsCte, retentionStart } from "../../idempotency/store.ts";
+import { type PairedEntry, pairedBatch } from "../../ledger/batch.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 
 /**
  * SQL of the batched payment path. Under lock: one statement that takes the locks and reads what
@@ -17,7 +17,7 @@ export interface StoredKey {
   key: string;
   request_hash: string;
   response_status: number;
-  response_body: Envelope;
+  response_body: StoredResponse["body"];
 }
 
 export interface LockedBatch {
@@ -39,7 +39,7 @@ export interface LockedBatch {
  * key again violates its primary key (23505), and the batcher runs the batch again, where the key
  * is seen and replayed (`#underLock`); a second round trip per batch would avoid the retry for a
  * race that takes a client sending one key to two processes at once. An expired key
- * (db/idempotency.ts) is not stored but listed, for `forgetExpiredKeys`. Balances travel as text:
+ * (idempotency/store.ts) is not stored but listed, for `forgetExpiredKeys`. Balances travel as text:
  * JSON numbers are doubles.
  */
 export async function lockBatch(
@@ -104,37 +104,26 @@ export interface AcceptedPayment {
 }
 
 /**
- * Applies the accepted payments in one statement of the batch's transaction, after `lockBatch`:
- * each payer's one debit (still guarded: it must cover the payer's total), each card's credit, the
- * journal entries, their postings, the idempotency records of the requests that carried a key
+ * Applies the accepted payments in one statement of the batch's transaction, after `lockBatch`
+ * (which holds every lock the ledger's steps would take): each payer's one debit (still guarded: it
+ * must cover the payer's total), each card's credit, the journal entries and their postings (all
+ * written by the ledger, `pairedBatch`), the idempotency records of the requests that carried a key
  * (refused ones too), and the `card.payment` events with their webhook deliveries (the outbox).
- * Answers how many rows each part wrote.
  */
 export async function applyPayments(
   tx: Tx,
   payments: AcceptedPayment[],
   records: IdempotencyRecord[],
   events: OutboxEvent[],
-): Promise<{ debited: number; payers: number; credited: number; cards: number }> {
-  const perPayer = sumBy(payments, (p) => p.payerId);
-  const perCard = sumBy(payments, (p) => p.cardId);
-  const result = await sql<{ debited: bigint; credited: bigint }>`
-    with debit as (
-      update ledger_accounts a set balance_cents = a.balance_cents - v.amount
-      from ${amounts(perPayer)} v
-      where a.id = v.id and a.balance_cents >= v.amount returning a.id),
-    ${credit(perCard)},
-    ${entriesWithPostings(payments)},
+): Promise<void> {
+  const ledger = pairedBatch(payments.map(ledgerEntry));
+  await sql`
+    with ${ledger.ctes.debit},
+    ${ledger.ctes.credit},
+    ${ledger.ctes.rows},
     ${keyRecordsCte(records, sql``)},
     ${eventsWithDeliveries(events)}
-    select (select count(*) from debit) as debited, (select count(*) from credit) as credited`.execute(tx);
-  const row = result.rows[0];
-  return {
-    debited: Number(row?.debited ?? 0),
-    payers: perPayer.size,
-    credited: Number(row?.credited ?? 0),
-    cards: perCard.size,
-  };
+    select ${ledger.steps.debit} as debited, ${ledger.steps.credit} as credited`.execute(tx);
 }
 
 /** A batch decided before its locks are taken: every payment accepted, on the stated conditions. */
@@ -161,79 +150,46 @@ export interface BatchAtOnce {
  * then the idempotency keys, which must all be new (an expired key whose row the purge has not
  * deleted yet counts as taken: the batch falls back to the locked form, which takes it over). The
  * target list is evaluated left to right and each scalar subquery runs where it first appears,
- * which is what orders these steps. Any check
- * that fails raises EM001 (`emisor_require`, migration 0008) and the statement writes nothing.
- * Answers each payer's balance after its debit.
+ * which is what orders these steps. Any check that fails raises EM001 (`emisor_require`, migration
+ * 0008) and the statement writes nothing. Answers each payer's balance after its debit.
  */
 export async function applyPaymentsAtOnce(db: Db, batch: BatchAtOnce): Promise<Map<string, bigint>> {
   const { payments, records, events, guards, statuses } = batch;
-  const perPayer = sumBy(payments, (p) => p.payerId);
-  const perCard = sumBy(payments, (p) => p.cardId);
-  const payerIds = [...perPayer.keys()];
-  const cardIds = [...perCard.keys()];
+  const ledger = pairedBatch(payments.map(ledgerEntry), guards);
+  const cardIds = [...new Set(payments.map((p) => p.cardId))];
   const result = await sql<{ balances: Array<{ id: string; balance: string }> }>`
-    with ${entriesWithPostings(payments)},
+    with ${ledger.ctes.rows},
     ${eventsWithDeliveries(events)},
-    payers as (select id from ledger_accounts where id = any(${payerIds}::uuid[]) order by id for update),
-    debit as (
-      update ledger_accounts a set balance_cents = a.balance_cents - v.amount
-      from (select unnest(${payerIds}::uuid[]) as id, unnest(${payerIds.map((id) => String(perPayer.get(id)))}::bigint[]) as amount,
-        unnest(${payerIds.map((id) => String(guards.get(id) ?? perPayer.get(id)))}::bigint[]) as guard) v
-      where a.id = v.id and a.balance_cents >= v.guard returning a.id, a.balance_cents),
+    ${ledger.ctes.debit},
     payable as (
       select c.id from cards c
       join unnest(${cardIds}::uuid[], ${cardIds.map((id) => statuses.get(id) ?? "")}::text[]) as v(id, status)
         on c.id = v.id and c.status = v.status
       order by c.id for share of c),
-    card_accounts as (select id from ledger_accounts where id = any(${cardIds}::uuid[]) order by id for update),
-    ${credit(perCard)},
+    ${ledger.ctes.credit},
     ${keyRecordsCte(records, sql`on conflict do nothing`)}
     select
-      (select count(*) from entries) + (select count(*) from postings)
-        + (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as written,
-      (select count(*) from payers) as locked,
-      emisor_require((select count(*) from debit) = ${payerIds.length}, 'a payer no longer covers the batch') as covered,
+      ${ledger.steps.rows} + (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as written,
+      ${ledger.steps.lockDebited} as locked,
+      ${ledger.steps.debit} as covered,
       emisor_require((select count(*) from payable) = ${cardIds.length}, 'a card changed status') as payable,
-      (select count(*) from card_accounts) as card_accounts,
-      emisor_require((select count(*) from credit) = ${cardIds.length}, 'a card has no ledger account') as credited,
+      ${ledger.steps.lockCredited} as card_accounts,
+      ${ledger.steps.credit} as credited,
       emisor_require((select count(*) from keys) = ${records.length}, 'an idempotency key is taken') as keyed,
-      (select json_agg(json_build_object('id', id, 'balance', balance_cents::text)) from debit) as balances`.execute(
-    db,
-  );
+      ${ledger.steps.balances} as balances`.execute(db);
   return new Map((result.rows[0]?.balances ?? []).map((b) => [b.id, BigInt(b.balance)]));
 }
 
-function amounts(sums: Map<string, bigint>) {
-  return sql`(select unnest(${[...sums.keys()]}::uuid[]) as id, unnest(${[...sums.values()].map(String)}::bigint[]) as amount)`;
-}
-
-function credit(perCard: Map<string, bigint>) {
-  return sql`credit as (
-      update ledger_accounts a set balance_cents = a.balance_cents + v.amount
-      from ${amounts(perCard)} v
-      where a.id = v.id returning a.id)`;
-}
-
-function entriesWithPostings(payments: AcceptedPayment[]) {
-  return sql`entries as (
-      insert into journal_entries (id, kind, description, client_id, metadata)
-      select id, 'CARD_PAYMENT', description, client_id, metadata
-      from unnest(${payments.map((p) => p.entryId)}::uuid[], ${payments.map((p) => p.description)}::text[],
-        ${payments.map((p) => p.payerId)}::uuid[], ${payments.map((p) => JSON.stringify(p.metadata))}::jsonb[])
-        as t(id, description, client_id, metadata)
-      returning id),
-    postings as (
-      insert into postings (entry_id, account_id, amount_cents)
-      select entry_id, account_id, amount from unnest(
-        ${payments.flatMap((p) => [p.entryId, p.entryId])}::uuid[],
-        ${payments.flatMap((p) => [p.payerId, p.cardId])}::uuid[],
-        ${payments.flatMap((p) => [String(-p.amountCents), String(p.amountCents)])}::bigint[]
-      ) as t(entry_id, account_id, amount)
-      returning id)`;
-}
-
-function sumBy(payments: AcceptedPayment[], keyOf: (p: AcceptedPayment) => string): Map<string, bigint> {
-  const sums = new Map<string, bigint>();
-  for (const p of payments) sums.set(keyOf(p), (sums.get(keyOf(p)) ?? 0n) + p.amountCents);
-  return sums;
+/** A payment as the ledger writes it: from the payer's balance to the card's. */
+function ledgerEntry(p: AcceptedPayment): PairedEntry {
+  return {
+    id: p.entryId,
+    kind: "CARD_PAYMENT",
+    description: p.description,
+    clientId: p.payerId,
+    metadata: p.metadata,
+    fromId: p.payerId,
+    toId: p.cardId,
+    amountCents: p.amountCents,
+  };
 }

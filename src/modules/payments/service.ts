@@ -1,20 +1,16 @@
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
-import {
-  checkBeforeWork,
-  type IdempotencyDraft,
-  type IdempotencyScope,
-  type IdempotentResult,
-} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { checkBeforeWork } from "../../idempotency/run.ts";
+import type { IdempotencyDraft, IdempotencyScope } from "../../idempotency/store.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
-import type { CardCache } from "../cards/card-cache.ts";
 import { type CardRef, cardRefName, parseCardNumber } from "../cards/card-number.ts";
 import { isExpired } from "../cards/expiry.ts";
 import { effectiveStatusOf } from "../clients/repository.ts";
-import type { PaymentBatcher, PaymentRequest } from "./batcher.ts";
+import type { PaymentRequest } from "./batcher.ts";
 import type { PaymentBody } from "./schemas.ts";
 
 /**
@@ -24,8 +20,6 @@ import type { PaymentBody } from "./schemas.ts";
  */
 export async function payCard(
   ctx: AppContext,
-  cards: CardCache,
-  batcher: PaymentBatcher,
   caller: Caller,
   body: Static<typeof PaymentBody>,
   draft: IdempotencyDraft | undefined,
@@ -39,22 +33,21 @@ export async function payCard(
   // client enabled again later must not see an attempt it was refused take effect. A used key
   // still answers its first response, or 409 for another body.
   const resolved = await checkBeforeWork(ctx.db, idempotency, () =>
-    paymentRequest(ctx, cards, caller, body, { amountCents, ref, idempotency }),
+    paymentRequest(ctx, caller, body, { amountCents, ref, idempotency }),
   );
   if ("stored" in resolved) return resolved.stored;
-  return batcher.submit(resolved.value);
+  return ctx.paymentBatcher.submit(resolved.value);
 }
 
 /** The payment as the batcher takes it: the amount checked, the card resolved in the caller's scope. */
 async function paymentRequest(
   ctx: AppContext,
-  cards: CardCache,
   caller: Caller,
   body: Static<typeof PaymentBody>,
   parsed: { amountCents: bigint; ref: CardRef; idempotency: IdempotencyScope | undefined },
 ): Promise<PaymentRequest> {
   const { amountCents, idempotency } = parsed;
-  const card = await cards.find(ctx.db, caller.clientId, parsed.ref);
+  const card = await ctx.cardCache.find(ctx.db, caller.clientId, parsed.ref);
   if (!card) throw new AppError(errors.cardNotFound);
   // Its expiry date never changes, so the cached card answers it.
   if (isExpired(card.expires_on)) throw new AppError(errors.cardExpired);

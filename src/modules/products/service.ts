@@ -3,12 +3,13 @@ import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { fingerprint, seal } from "../../crypto/vault.ts";
 import type { Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { randomPan } from "../../domain/luhn.ts";
 import { mexicoCityToday } from "../../domain/spei.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { currencyDescription, parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
@@ -74,7 +75,7 @@ export async function createProduct(
       card_validity_months: body.card_validity_months ?? 36,
     });
     const product = await visibleOrThrow(tx, caller, id);
-    return { status: 200, body: ok({ products: { total: 1, detail: [presentProduct(product)] } }) };
+    return { products: { total: 1, detail: [presentProduct(product)] } };
   });
 }
 
@@ -128,7 +129,7 @@ export async function mintStock(
     // used up fails the draws, and the transaction rolls back what was minted.
     if (minted < quantity) throw new AppError(errors.binExhausted);
     const after = await visibleOrThrow(tx, caller, productId);
-    return { status: 200, body: ok({ minted, products: { total: 1, detail: [presentProduct(after)] } }) };
+    return { minted, products: { total: 1, detail: [presentProduct(after)] } };
   });
 }
 

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import { sendResult } from "../../http/idempotency.ts";
 import { bearerAuth, Pesos, responses } from "../../http/schemas.ts";
+import { sendResult } from "../../idempotency/hook.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { fundCaller } from "./service.ts";

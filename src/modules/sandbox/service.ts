@@ -1,7 +1,8 @@
 import type { Db } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { balanceOf } from "../../ledger/ledger.ts";
 import { type Cents, toPesos } from "../../ledger/money.ts";
 import { fundFromSandbox } from "../clients/service.ts";
@@ -16,9 +17,6 @@ export async function fundCaller(
   return runIdempotent(db, idempotency, async (tx) => {
     const entryId = await fundFromSandbox(tx, caller.clientId, amountCents);
     const available = await balanceOf(tx, caller.clientId);
-    return {
-      status: 200,
-      body: ok({ funding: { id: entryId, amount: toPesos(amountCents), available: toPesos(available) } }),
-    };
+    return { funding: { id: entryId, amount: toPesos(amountCents), available: toPesos(available) } };
   });
 }

@@ -1,8 +1,8 @@
 import { sql } from "kysely";
 import type { Db } from "../../db/database.ts";
-import { type IdempotencyRecord, keyRecordsCte } from "../../db/idempotency.ts";
+import { type IdempotencyRecord, keyRecordsCte } from "../../idempotency/store.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
-import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 import type { NewSpeiOrderRow } from "./repository.ts";
 
 /** One transfer out of a batch, decided before the statement: what it writes. */

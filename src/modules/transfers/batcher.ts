@@ -1,7 +1,7 @@
 import { BatchQueue, type Queued } from "../../db/batch-queue.ts";
 import type { Db } from "../../db/database.ts";
 import { batchWroteNothing } from "../../db/failures.ts";
-import type { IdempotentResult } from "../../db/idempotency.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
 import { limits } from "../../limits.ts";
 import { type BatchedTransfer, writeTransfersAtOnce } from "./batch-repository.ts";
 

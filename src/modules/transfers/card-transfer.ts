@@ -1,18 +1,12 @@
 import type { Static } from "typebox";
 import { Type } from "typebox";
 import type { AppContext } from "../../context.ts";
-import {
-  checkBeforeWork,
-  completeDraft,
-  type IdempotencyDraft,
-  type IdempotencyScope,
-  type IdempotentResult,
-  runIdempotent,
-} from "../../db/idempotency.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
 import { OrNull, Pesos } from "../../http/schemas.ts";
+import { type IdempotentResult, okReply } from "../../idempotency/reply.ts";
+import { checkBeforeWork, runIdempotent } from "../../idempotency/run.ts";
+import { completeDraft, type IdempotencyDraft, type IdempotencyScope } from "../../idempotency/store.ts";
 import { parsePesos, toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import { type CardRef, cardRefName, maskedCardNumber, parseCardNumber } from "../cards/card-number.ts";
@@ -152,7 +146,7 @@ function submit(
   alone: () => Promise<IdempotentResult>,
 ): Promise<IdempotentResult> {
   const order = speiOrderOf(prepared);
-  const answer = { status: 200, body: ok(transferData(card, order), successMessage) };
+  const answer = okReply(transferData(card, order), successMessage);
   const { idempotency } = request;
   return ctx.transferBatcher.submit({
     transfer: {
@@ -193,15 +187,20 @@ function orderInput(ctx: AppContext, request: TransferRequest, card: SpendingCar
 
 /** The transfer in a transaction of its own: the card re-read under lock, the order, the entry. */
 function sendAlone(ctx: AppContext, request: TransferRequest, card: SpendingCard): Promise<IdempotentResult> {
-  return runIdempotent(ctx.db, request.idempotency, async (tx) => {
-    // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
-    const locked = await lockActiveCard(tx, request.caller, card.id);
-    const order = await createSpeiOrder(tx, {
-      ...orderInput(ctx, request, card),
-      commissionCents: locked.transfer_commission_cents,
-    });
-    return { status: 200, body: ok(transferData(card, order), successMessage) };
-  });
+  return runIdempotent(
+    ctx.db,
+    request.idempotency,
+    async (tx) => {
+      // The card may have been blocked since: re-read it under lock, and pay only if still ACTIVE.
+      const locked = await lockActiveCard(tx, request.caller, card.id);
+      const order = await createSpeiOrder(tx, {
+        ...orderInput(ctx, request, card),
+        commissionCents: locked.transfer_commission_cents,
+      });
+      return transferData(card, order);
+    },
+    { message: successMessage },
+  );
 }
 
 /** The 4.10 answer: the card, its holder's account as read before the money moved, the transfer. */

@@ -1,7 +1,7 @@
 import { sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { RailJob } from "../../db/rail-outbox.ts";
-import { eventsWithDeliveries, type OutboxEvent } from "../webhooks/repository.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 import { orderColumns, type SpeiOrderRow } from "./repository.ts";
 
 /**

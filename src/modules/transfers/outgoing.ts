@@ -1,14 +1,15 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { completeRailJob, enqueueRailJob } from "../../db/rail-outbox.ts";
 import type { SpeiOrderStatus } from "../../db/schema.ts";
 import { maskCardNumbers } from "../../domain/luhn.ts";
 import { mexicoCityToday, newTrackingKey, trackingKeyDate } from "../../domain/spei.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
 import type { BatchEntry } from "../../ledger/batch.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
@@ -315,7 +316,7 @@ export async function forceReturn(
     if (!applied) throw new AppError(errors.speiOrderNotReturnable);
     const after = await repo.findOrderById(tx, id);
     assert.ok(after, "the order vanished");
-    return { status: 200, body: ok({ transfer: renderOrder(after) }) };
+    return { transfer: renderOrder(after) };
   });
   // The simulator would otherwise still deliver its own outcome later (ignored: DEVUELTA is final).
   if (key && rail instanceof SpeiSimulator) rail.cancelPending(key.operationDate, key.trackingKey);

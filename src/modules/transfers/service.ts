@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import { buildClabe } from "../../domain/clabe.ts";
 import { maskCardNumbers } from "../../domain/luhn.ts";
 import {
@@ -12,7 +11,9 @@ import {
 } from "../../domain/spei.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { ok } from "../../http/envelope.ts";
+import { answered, type IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { systemAccounts } from "../../ledger/accounts.ts";
 import { postEntry } from "../../ledger/ledger.ts";
 import type { Cents } from "../../ledger/money.ts";
@@ -262,13 +263,12 @@ export async function simulateIncoming(
   if (!account) throw new AppError(errors.collectionAccountNotFound);
   const abono = sandboxAbono(input, account.name);
   try {
-    return await runIdempotent(db, idempotency, async (tx) => ({
-      status: 200,
-      body: ok(renderAbonoResult(await receiveAbonoTx(tx, abono))),
-    }));
+    return await runIdempotent(db, idempotency, async (tx) =>
+      renderAbonoResult(await receiveAbonoTx(tx, abono)),
+    );
   } catch (error) {
     if (!(error instanceof AbonoRaced)) throw error;
-    return { status: 200, body: ok(renderAbonoResult(await answerDuplicate(db, abono))), replayed: false };
+    return answered(renderAbonoResult(await answerDuplicate(db, abono)));
   }
 }
 

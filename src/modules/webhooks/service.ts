@@ -1,16 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { seal } from "../../crypto/vault.ts";
 import type { Db } from "../../db/database.ts";
-import { type IdempotencyScope, type IdempotentResult, runIdempotent } from "../../db/idempotency.ts";
 import type { DeliveryStatus, WebhookStatus } from "../../db/schema.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
-import { type Envelope, ok } from "../../http/envelope.ts";
+import type { IdempotentResult } from "../../idempotency/reply.ts";
+import { runIdempotent } from "../../idempotency/run.ts";
+import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { limits } from "../../limits.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { testEventType } from "../events/outbox.ts";
-import { findEventInScope } from "../events/repository.ts";
+import { findEventInScope, insertTestEvent } from "../events/repository.ts";
 import { presentEvent } from "../events/service.ts";
 import * as repo from "./repository.ts";
 import { newSigningSecret, secretContext } from "./signature.ts";
@@ -122,9 +123,8 @@ function subscribedTypes(types: string[] | undefined): string[] | null {
 }
 
 /** The replay of a creation: the same endpoint, without the secret (never stored in clear). */
-function withoutSecret(body: Envelope): Envelope {
-  const data = body.data as { webhook: Record<string, unknown> };
-  return { ...body, data: { webhook: { ...data.webhook, secret: null } } };
+function withoutSecret(data: { webhook: Record<string, unknown> }) {
+  return { webhook: { ...data.webhook, secret: null } };
 }
 
 async function ownerInScope(db: Db, caller: Caller, clientId: string | undefined): Promise<string> {
@@ -162,9 +162,9 @@ export async function createWebhook(
       });
       const row = await repo.findEndpointInScope(tx, caller.clientId, id);
       if (!row) throw new Error("a webhook endpoint vanished inside its own transaction");
-      return { status: 200, body: ok({ webhook: { ...presentWebhook(row), secret } }) };
+      return { webhook: { ...presentWebhook(row), secret } };
     },
-    { storedBody: withoutSecret },
+    { stored: withoutSecret },
   );
 }
 
@@ -244,10 +244,10 @@ export async function rotateWebhookSecret(
         secret,
         previous_secret_expires_at: previousExpiresAt.toISOString(),
       };
-      return { status: 200, body: ok(data) };
+      return data;
     },
     // A replay says the rotation happened (once) but cannot show the secret again: it is not stored.
-    { storedBody: (body) => ({ ...body, data: { ...(body.data as object), secret: null } }) },
+    { stored: (data) => ({ ...data, secret: null }) },
   );
 }
 
@@ -267,7 +267,7 @@ export async function sendTestEvent(
   const endpoint = await enabledEndpointInScope(db, caller, id);
   return runIdempotent(db, idempotency, async (tx) => {
     const eventId = timeOrderedUuid();
-    await repo.insertTestEvent(tx, {
+    await insertTestEvent(tx, {
       id: eventId,
       type: testEventType,
       clientId: endpoint.client_id,
@@ -276,7 +276,7 @@ export async function sendTestEvent(
     const event = await findEventInScope(tx, endpoint.client_id, eventId);
     if (!event) throw new Error("a test event vanished inside its own transaction");
     const delivery = await repo.insertDelivery(tx, { eventId, endpointId: endpoint.id, kind: "TEST" });
-    return { status: 200, body: ok({ event: presentEvent(event), delivery: presentDelivery(delivery) }) };
+    return { event: presentEvent(event), delivery: presentDelivery(delivery) };
   });
 }
 
@@ -296,6 +296,6 @@ export async function replayEvent(
   await enabledEndpointInScope(db, caller, id);
   return runIdempotent(db, idempotency, async (tx) => {
     const delivery = await repo.insertDelivery(tx, { eventId, endpointId: endpoint.id, kind: "REPLAY" });
-    return { status: 200, body: ok({ delivery: presentDelivery(delivery) }) };
+    return { delivery: presentDelivery(delivery) };
   });
 }

@@ -1,9 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Db } from "../db/database.ts";
-import { canonicalJson, findStoredResponse, type IdempotentResult, requestHash } from "../db/idempotency.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
+import { canonicalJson, requestHash } from "./fingerprint.ts";
+import type { IdempotentResult } from "./reply.ts";
+import { findStoredResponse } from "./store.ts";
 
 const keyPattern = new RegExp(`^[\\x21-\\x7e]{1,${limits.idempotencyKeyLengthMax}}$`);
 
@@ -21,7 +23,7 @@ export const IdempotencyKeyHeader = Type.Object({
 /**
  * Routes marked `config: { idempotent: true }` accept an `Idempotency-Key` header. This hook
  * validates it, fingerprints the request, and answers a repeated key at once from the store
- * (the service still guards the race inside its transaction: see db/idempotency.ts), except on
+ * (the service still guards the race inside its transaction: see run.ts), except on
  * routes with `cipheredFields`: there it leaves a draft the service completes once it has
  * deciphered them (IdempotencyDraft), and the service asks the store itself.
  */
