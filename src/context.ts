@@ -4,6 +4,7 @@ import { deriveKeyRing, type KeyRing, loadMasterKey } from "./crypto/keys.ts";
 import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
 import type { Database, Db } from "./db/database.ts";
 import { AuthService } from "./modules/auth/service.ts";
+import { CardholderLookups } from "./modules/cardholders/lookups.ts";
 import { CardCache } from "./modules/cards/card-cache.ts";
 import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
 import { PaymentBatcher } from "./modules/payments/batcher.ts";
@@ -28,6 +29,8 @@ export interface AppContext {
   transferBatcher: TransferBatcher;
   /** The cards this process last sent transfers from, as last read. */
   knownCards: KnownCards;
+  /** Cardholder lookups by id, shared by concurrent requests for the same one. */
+  cardholderLookups: CardholderLookups;
   /** The SPEI rail's state changes (callbacks, or the simulator's), applied in batches. */
   speiStateChanges: SpeiStateChanges;
   /** Payments of this process, applied in batches. */
@@ -86,5 +89,6 @@ export async function createContext(
     paymentBatcher: new PaymentBatcher(database.db, countBatches(counters)),
     cardCache: new CardCache(),
     paymentCounters: counters,
+    cardholderLookups: new CardholderLookups(database.db),
   };
 }

@@ -3,6 +3,7 @@ import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { invalidField } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { completeDraft } from "../../idempotency/store.ts";
@@ -13,16 +14,7 @@ import { lockActiveCard, resolveActiveCard } from "../cards/service.ts";
 import { ProductsData, TopupBody, type TopupBodyType, TopupData, TopupParams } from "./schemas.ts";
 import { type AirtimeDeps, getTopup, listAirtimeProducts, topupAirtime } from "./service.ts";
 
-/** Airtime (4.9): the product catalog, top-ups and their state. */
-export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const deps: AirtimeDeps = {
-    db: ctx.db,
-    provider: ctx.rails.airtime,
-    findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef),
-    lockPayingCard: lockActiveCard,
-    warn: (message, detail) => app.log.warn(detail, message),
-  };
-
+const listAirtimeProductsRoute: Operation = (app, ctx) => {
   app.get(
     "/v1/airtime/products",
     {
@@ -36,7 +28,9 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async () => ok(await listAirtimeProducts(ctx.db)),
   );
+};
 
+const createAirtimeTopupRoute: Operation = (app, ctx) => {
   app.post<{ Body: TopupBodyType }>(
     "/v1/airtime/topup",
     {
@@ -75,7 +69,7 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
       });
       if (stored) return sendResult(reply, stored);
       const result = await topupAirtime(
-        deps,
+        airtimeDeps(app, ctx),
         request.caller,
         {
           cardRef,
@@ -90,7 +84,9 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
       return sendResult(reply, result);
     },
   );
+};
 
+const getAirtimeTopupRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof TopupParams> }>(
     "/v1/airtime/topups/:id",
     {
@@ -105,6 +101,23 @@ export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await getTopup(ctx.db, request.caller, request.params.id)),
   );
+};
+
+/** What a top-up needs from the process: the database, the provider and the paying card. */
+function airtimeDeps(app: FastifyInstance, ctx: AppContext): AirtimeDeps {
+  return {
+    db: ctx.db,
+    provider: ctx.rails.airtime,
+    findPayingCard: (caller, cardRef) => resolveActiveCard(ctx, caller, cardRef),
+    lockPayingCard: lockActiveCard,
+    warn: (message, detail) => app.log.warn(detail, message),
+  };
+}
+
+/** Airtime (4.9): the product catalog, top-ups and their state. */
+export function registerAirtimeRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [listAirtimeProductsRoute, createAirtimeTopupRoute, getAirtimeTopupRoute])
+    operation(app, ctx);
 }
 
 /**

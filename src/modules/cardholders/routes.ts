@@ -1,9 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
-import { CardholderLookups } from "./lookups.ts";
 import {
   CardholderQuery,
   CreateCardholderBody,
@@ -12,9 +12,7 @@ import {
 } from "./schemas.ts";
 import { createCardholder, findCardholder } from "./service.ts";
 
-/** POST /v1/cardholders (contract 4.2), GET /v1/cardholders and POST /v1/cardholders/search (4.3). */
-export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const lookups = new CardholderLookups(ctx.db);
+const createCardholderRoute: Operation = (app, ctx) => {
   app.post<{ Body: CreateCardholderBody }>(
     "/v1/cardholders",
     {
@@ -33,7 +31,9 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
     async (request, reply) =>
       sendResult(reply, await createCardholder(ctx.db, request.caller, request.body, request.idempotency)),
   );
+};
 
+const getCardholderRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: CardholderQuery }>(
     "/v1/cardholders",
     {
@@ -48,9 +48,11 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
         response: responses(FoundCardholderData),
       },
     },
-    async (request) => ok(await findCardholder(ctx.db, lookups, request.caller, request.query)),
+    async (request) => ok(await findCardholder(ctx.db, ctx.cardholderLookups, request.caller, request.query)),
   );
+};
 
+const searchCardholderRoute: Operation = (app, ctx) => {
   app.post<{ Body: CardholderQuery }>(
     "/v1/cardholders/search",
     {
@@ -65,6 +67,12 @@ export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext):
         response: responses(FoundCardholderData),
       },
     },
-    async (request) => ok(await findCardholder(ctx.db, lookups, request.caller, request.body)),
+    async (request) => ok(await findCardholder(ctx.db, ctx.cardholderLookups, request.caller, request.body)),
   );
+};
+
+/** POST /v1/cardholders (contract 4.2), GET /v1/cardholders and POST /v1/cardholders/search (4.3). */
+export function registerCardholderRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [createCardholderRoute, getCardholderRoute, searchCardholderRoute])
+    operation(app, ctx);
 }

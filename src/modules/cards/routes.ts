@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, NoStoreHeader, OrNull, pageOf, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { limits } from "../../limits.ts";
@@ -35,8 +36,7 @@ import {
 import { unloadCard } from "./unload.ts";
 
 const tags = ["cards"];
-
-export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void {
+const assignCardRoute: Operation = (app, ctx) => {
   app.put<{ Body: Static<typeof AssignCardBody> }>(
     "/v1/cards",
     {
@@ -55,7 +55,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     async (request, reply) =>
       sendResult(reply, await assignCard(ctx, request.caller, request.body, request.idempotency)),
   );
+};
 
+const activateCardRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof ActivateBody> }>(
     "/v1/cards/activate",
     {
@@ -75,7 +77,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       return ok(await activateCard(ctx, request.caller, card_number, { latitude, longitude }));
     },
   );
+};
 
+const updateCardStatusRoute: Operation = (app, ctx) => {
   app.put<{ Body: Static<typeof ChangeStatusBody> }>(
     "/v1/cards/status",
     {
@@ -99,7 +103,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     },
     async (request) => ok(await changeCardStatus(ctx, request.caller, request.body)),
   );
+};
 
+const setCardPinRoute: Operation = (app, ctx) => {
   app.put<{ Body: Static<typeof SetPinBody> }>(
     "/v1/cards/pin",
     {
@@ -114,7 +120,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     },
     async (request) => ok(await setPin(ctx, request.caller, request.body.card_number, request.body.pin)),
   );
+};
 
+const unloadCardRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof UnloadBody> }>(
     "/v1/cards/unload",
     {
@@ -135,7 +143,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     async (request, reply) =>
       sendResult(reply, await unloadCard(ctx, request.caller, request.body, request.idempotencyDraft)),
   );
+};
 
+const listCardsRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: Static<typeof ListCardsQuery> }>(
     "/v1/cards",
     {
@@ -157,7 +167,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       );
     },
   );
+};
 
+const getCardRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof CardParams> }>(
     "/v1/cards/:id",
     {
@@ -172,7 +184,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
     },
     async (request) => ok(await getCard(ctx, request.caller, request.params.id)),
   );
+};
 
+const getCardSensitiveDataRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof CardParams> }>(
     "/v1/cards/:id/sensitive_data",
     {
@@ -192,7 +206,9 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
       return ok(await revealCard(ctx, request.caller, request.params.id));
     },
   );
+};
 
+const listCardMovementsRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof CardParams>; Querystring: Static<typeof MovementsQuery> }>(
     "/v1/cards/:id/movements",
     {
@@ -214,4 +230,19 @@ export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void 
         }),
       ),
   );
+};
+
+export function registerCardRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [
+    assignCardRoute,
+    activateCardRoute,
+    updateCardStatusRoute,
+    setCardPinRoute,
+    unloadCardRoute,
+    listCardsRoute,
+    getCardRoute,
+    getCardSensitiveDataRoute,
+    listCardMovementsRoute,
+  ])
+    operation(app, ctx);
 }

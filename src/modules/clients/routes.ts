@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { limits } from "../../limits.ts";
@@ -26,8 +27,7 @@ import {
 import { createSubclient, getBalance, getClient, listSubclients, setClientStatus } from "./service.ts";
 import { listClientTransfers, transferBetweenClients } from "./transfers.ts";
 
-/** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
-export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
+const createSubclientRoute: Operation = (app, ctx) => {
   app.post<{ Body: CreateClientBody }>(
     "/v1/clients",
     {
@@ -55,7 +55,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         ),
       ),
   );
+};
 
+const createClientTransferRoute: Operation = (app, ctx) => {
   app.post<{ Body: ClientTransferBodyType }>(
     "/v1/clients/transfers",
     {
@@ -87,7 +89,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         await transferBetweenClients(ctx.db, request.caller, request.body, request.idempotency),
       ),
   );
+};
 
+const listClientTransfersRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: ClientTransferListQueryType }>(
     "/v1/clients/transfers",
     {
@@ -112,7 +116,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
       );
     },
   );
+};
 
+const getBalanceRoute: Operation = (app, ctx) => {
   app.get(
     "/v1/clients/balance",
     {
@@ -126,7 +132,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     },
     async (request) => ok(await getBalance(ctx.db, request.caller)),
   );
+};
 
+const listSubclientsRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: Static<typeof ClientListQuery> }>(
     "/v1/clients",
     {
@@ -144,7 +152,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
       return ok(await listSubclients(ctx.db, request.caller, page, perPage));
     },
   );
+};
 
+const getClientRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof ClientParams> }>(
     "/v1/clients/:id",
     {
@@ -159,7 +169,9 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
     },
     async (request) => ok(await getClient(ctx.db, request.caller, request.params.id)),
   );
+};
 
+const updateClientStatusRoute: Operation = (app, ctx) => {
   app.put<{ Params: Static<typeof ClientParams>; Body: Static<typeof ClientStatusBody> }>(
     "/v1/clients/:id/status",
     {
@@ -182,4 +194,18 @@ export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): voi
         ),
       ),
   );
+};
+
+/** Sub-clients (contract 4.4) and the reads integrators need beside it: balance, list, one client. */
+export function registerClientRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [
+    createSubclientRoute,
+    createClientTransferRoute,
+    listClientTransfersRoute,
+    getBalanceRoute,
+    listSubclientsRoute,
+    getClientRoute,
+    updateClientStatusRoute,
+  ])
+    operation(app, ctx);
 }

@@ -1,12 +1,13 @@
 import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { PaymentBody, PaymentData } from "./schemas.ts";
 import { payCard } from "./service.ts";
 
-export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext): void {
+const createPaymentRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof PaymentBody> }>(
     "/v1/cards/payment",
     {
@@ -28,4 +29,8 @@ export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext): vo
     async (request, reply) =>
       sendResult(reply, await payCard(ctx, request.caller, request.body, request.idempotencyDraft)),
   );
+};
+
+export function registerPaymentRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [createPaymentRoute]) operation(app, ctx);
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { type Static, Type } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, pageOf, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { limits } from "../../limits.ts";
@@ -16,8 +17,7 @@ import {
 import { assignProductToClient, createProduct, getProduct, listProducts, mintStock } from "./service.ts";
 
 const tags = ["products"];
-
-export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): void {
+const createProductRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof CreateProductBody> }>(
     "/v1/products",
     {
@@ -35,7 +35,9 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     async (request, reply) =>
       sendResult(reply, await createProduct(ctx, request.caller, request.body, request.idempotency)),
   );
+};
 
+const mintProductStockRoute: Operation = (app, ctx) => {
   app.post<{ Params: Static<typeof ProductParams>; Body: Static<typeof MintStockBody> }>(
     "/v1/products/:id/stock",
     {
@@ -57,7 +59,9 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
         await mintStock(ctx, request.caller, request.params.id, request.body.quantity, request.idempotency),
       ),
   );
+};
 
+const assignProductRoute: Operation = (app, ctx) => {
   app.put<{ Params: Static<typeof ProductClientParams> }>(
     "/v1/products/:id/clients/:client_id",
     {
@@ -73,7 +77,9 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     async (request) =>
       ok(await assignProductToClient(ctx, request.caller, request.params.id, request.params.client_id)),
   );
+};
 
+const listProductsRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: Static<typeof ProductListQuery> }>(
     "/v1/products",
     {
@@ -91,7 +97,9 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
       return ok(await listProducts(ctx, request.caller, page, perPage));
     },
   );
+};
 
+const getProductRoute: Operation = (app, ctx) => {
   app.get<{ Params: Static<typeof ProductParams> }>(
     "/v1/products/:id",
     {
@@ -106,4 +114,15 @@ export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await getProduct(ctx, request.caller, request.params.id)),
   );
+};
+
+export function registerProductRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [
+    createProductRoute,
+    mintProductStockRoute,
+    assignProductRoute,
+    listProductsRoute,
+    getProductRoute,
+  ])
+    operation(app, ctx);
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import type { Static } from "typebox";
 import type { AppContext } from "../../context.ts";
 import { noStore, ok } from "../../http/envelope.ts";
+import type { Operation } from "../../http/operation.ts";
 import { bearerAuth, NoStoreHeader, pageOf, responses } from "../../http/schemas.ts";
 import { sendResult } from "../../idempotency/hook.ts";
 import { limits } from "../../limits.ts";
@@ -22,12 +23,13 @@ import {
 import * as service from "./service.ts";
 
 type ById = { Params: Static<typeof WebhookParams> };
+const common = { tags: ["webhooks"], security: bearerAuth };
 
-/** /v1/webhooks: register, list, inspect, delete, enable, rotate, test, and replay to endpoints. */
-export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
-  const deps: service.WebhookDeps = { db: ctx.db, vaultKey: ctx.keys.vault, sandbox: ctx.config.sandbox };
-  const common = { tags: ["webhooks"], security: bearerAuth };
+function webhookDeps(ctx: AppContext): service.WebhookDeps {
+  return { db: ctx.db, vaultKey: ctx.keys.vault, sandbox: ctx.config.sandbox };
+}
 
+const createWebhookRoute: Operation = (app, ctx) => {
   app.post<{ Body: Static<typeof CreateWebhookBody> }>(
     "/v1/webhooks",
     {
@@ -44,10 +46,12 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     async (request, reply) =>
       sendResult(
         noStore(reply),
-        await service.createWebhook(deps, request.caller, request.body, request.idempotency),
+        await service.createWebhook(webhookDeps(ctx), request.caller, request.body, request.idempotency),
       ),
   );
+};
 
+const listWebhooksRoute: Operation = (app, ctx) => {
   app.get<{ Querystring: Static<typeof ListWebhooksQuery> }>(
     "/v1/webhooks",
     {
@@ -70,7 +74,9 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       );
     },
   );
+};
 
+const getWebhookRoute: Operation = (app, ctx) => {
   app.get<ById>(
     "/v1/webhooks/:id",
     {
@@ -84,7 +90,9 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await service.getWebhook(ctx.db, request.caller, request.params.id)),
   );
+};
 
+const deleteWebhookRoute: Operation = (app, ctx) => {
   app.delete<ById>(
     "/v1/webhooks/:id",
     {
@@ -98,7 +106,9 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await service.deleteWebhook(ctx.db, request.caller, request.params.id)),
   );
+};
 
+const enableWebhookRoute: Operation = (app, ctx) => {
   app.post<ById>(
     "/v1/webhooks/:id/enable",
     {
@@ -112,7 +122,9 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ok(await service.enableWebhook(ctx.db, request.caller, request.params.id)),
   );
+};
 
+const rotateWebhookSecretRoute: Operation = (app, ctx) => {
   app.post<ById>(
     "/v1/webhooks/:id/rotate_secret",
     {
@@ -129,10 +141,17 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     async (request, reply) =>
       sendResult(
         noStore(reply),
-        await service.rotateWebhookSecret(deps, request.caller, request.params.id, request.idempotency),
+        await service.rotateWebhookSecret(
+          webhookDeps(ctx),
+          request.caller,
+          request.params.id,
+          request.idempotency,
+        ),
       ),
   );
+};
 
+const testWebhookRoute: Operation = (app, ctx) => {
   app.post<ById>(
     "/v1/webhooks/:id/test",
     {
@@ -151,7 +170,9 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
         await service.sendTestEvent(ctx.db, request.caller, request.params.id, request.idempotency),
       ),
   );
+};
 
+const replayWebhookEventRoute: Operation = (app, ctx) => {
   app.post<ById & { Body: Static<typeof ReplayBody> }>(
     "/v1/webhooks/:id/replay",
     {
@@ -177,4 +198,19 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
         ),
       ),
   );
+};
+
+/** /v1/webhooks: register, list, inspect, delete, enable, rotate, test, and replay to endpoints. */
+export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
+  for (const operation of [
+    createWebhookRoute,
+    listWebhooksRoute,
+    getWebhookRoute,
+    deleteWebhookRoute,
+    enableWebhookRoute,
+    rotateWebhookSecretRoute,
+    testWebhookRoute,
+    replayWebhookEventRoute,
+  ])
+    operation(app, ctx);
 }
