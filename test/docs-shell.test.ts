@@ -1,5 +1,5 @@
-// Proves the documents run as written: every shell block of the README's tour and of each guide
-// in docs/guides/, pasted into one bash session per document, against an Emisor started as
+// Proves the documents run as written: every shell block of the README's tour, of
+// docs/using-the-api.md and of each guide in docs/guides/, pasted into one bash session per document, against an Emisor started as
 // `npm start` starts it (src/main.ts; on PostgreSQL, on a database of this file's own), with the
 // credentials its first start printed. A command that fails fails the test with its block and
 // what it printed, so an example cannot rot unnoticed.
@@ -18,6 +18,7 @@ const root = path.resolve(import.meta.dirname, "..");
 const speiSecret = `docs-${randomBytes(12).toString("hex")}`;
 const documents = [
   "README.md",
+  "docs/using-the-api.md",
   ...readdirSync(path.join(root, "docs/guides"))
     .filter((name) => name.endsWith(".md"))
     .sort()
