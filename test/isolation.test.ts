@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { encryptFor } from "../src/crypto/rsa.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
+import { mexicoCityToday } from "../src/domain/spei.ts";
 import { errors } from "../src/errors.ts";
 import { call, createSubClient, createTenant, expectOk, type Response, type Tenant } from "./helpers/api.ts";
 import {
@@ -168,7 +169,8 @@ interface Attempt {
 /** How `actor` names `target`'s resource on one route: every identifier, every form of it. */
 type Attempts = (actor: Party, target: Party) => Attempt[];
 
-const day = new Date().toISOString().slice(0, 10);
+// Operation dates are calendar days in Mexico City.
+const day = mexicoCityToday();
 
 /** Both forms of card_number: the card's UUID and its ciphered number. */
 function cardForms(

@@ -2,6 +2,7 @@
 // limits.pageWindowRowsMax): the last page within works, the next is 1000 on page, and a cursor reads on.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { mexicoCityToday } from "../src/domain/spei.ts";
 import { limits } from "../src/limits.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { cardsFor } from "./helpers/cards.ts";
@@ -10,7 +11,8 @@ import { startTestApp, type TestApp } from "./helpers/harness.ts";
 let t: TestApp;
 let tenant: Tenant;
 let cardId: string;
-const today = new Date().toISOString().slice(0, 10);
+// The operation date of a transfer received now: the calendar day in Mexico City, not in UTC.
+const today = mexicoCityToday();
 
 before(async () => {
   t = await startTestApp();

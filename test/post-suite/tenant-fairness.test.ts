@@ -1,12 +1,13 @@
 // Proves one tenant cannot take the service away from another: a burst of 300 transfers out
 // (right and wrong PINs, cards empty and funded) from one tenant leaves another tenant's payments
-// answered as fast as before, with no 503 on either side.
+// answered as fast as before, with no 503 on either side. It measures latency, so it runs after the
+// suite, alone (test/post-suite/), not beside another file loading the same two cores.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { buildClabe } from "../src/domain/clabe.ts";
-import { call, createTenant, expectOk, type Tenant } from "./helpers/api.ts";
-import { type AssignedCard, cardsFor, spendableCard } from "./helpers/cards.ts";
-import { startTestApp, type TestApp } from "./helpers/harness.ts";
+import { buildClabe } from "../../src/domain/clabe.ts";
+import { call, createTenant, expectOk, type Tenant } from "../helpers/api.ts";
+import { type AssignedCard, cardsFor, spendableCard } from "../helpers/cards.ts";
+import { startTestApp, type TestApp } from "../helpers/harness.ts";
 
 let t: TestApp;
 before(async () => {
