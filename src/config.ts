@@ -6,8 +6,8 @@ import { limits } from "./limits.ts";
 import { transferInstitutions } from "./modules/catalogs/data.ts";
 
 /**
- * Every environment variable Emisor reads, parsed once at start. The README's configuration
- * table lists the same names; a test keeps the two in step.
+ * Every environment variable Emisor reads, parsed once at start. The configuration table of
+ * docs/operations.md lists the same names; test/docs.test.ts keeps the two in step.
  */
 export interface Config {
   host: string;
@@ -58,7 +58,7 @@ export interface Config {
 /** The participant prefix of collection CLABEs when EMISOR_CLABE_BANK_PREFIX is unset (STP). */
 export const defaultClabeBankPrefix = "646";
 
-/** Names of every variable read below, for the README test. */
+/** Names of every variable read below, for test/docs.test.ts. */
 export const configVariables = [
   "HOST",
   "PORT",

@@ -5,7 +5,7 @@
  * Codes have four digits: the first is the class (1 request, 2 authentication, 3 not found,
  * 4 conflict, 5 business rule, 6 dependency, 9 internal), the second the area (0 common,
  * 1 clients/keys, 2 cardholders, 3 products/cards, 4 payments, 5 SPEI, 6 airtime, 7 events).
- * The README's error table lists every entry; test/readme.test.ts keeps the two in step.
+ * docs/reference/errors.md lists every entry; test/docs.test.ts keeps the two in step.
  */
 export interface ErrorDef {
   readonly code: number;

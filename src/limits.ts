@@ -1,7 +1,7 @@
 import { availableParallelism } from "node:os";
 /**
  * Every bound Emisor enforces, in one place. Units and qualifiers go last in the name.
- * Changing a number here changes behaviour everywhere it is used, and the README quotes them.
+ * Changing a number here changes behaviour everywhere it is used, and the documents quote them.
  */
 export const limits = {
   /** Largest request body accepted, in bytes. */

@@ -131,7 +131,7 @@ export const openApiOptions: FastifyDynamicSwaggerOptions = {
     info: {
       title: "Emisor",
       version: "1.0.0",
-      description: `Card-issuing and payments back-end for Mexico. Every /v1 response is the envelope {success, code, message, data}; failures carry a code of the error catalog (${Object.keys(errors).length} codes, listed in the README).`,
+      description: `Card-issuing and payments back-end for Mexico. Every /v1 response is the envelope {success, code, message, data}; failures carry a code of the error catalog (${Object.keys(errors).length} codes, listed in docs/reference/errors.md).`,
     },
     servers: [{ url: "/" }],
     components: {

@@ -18,7 +18,7 @@ export async function alignTransactionCounter(db: Db, warn: (message: string) =>
   const gap = ahead.highest - ahead.next + 1n;
   if (gap > BigInt(limits.eventXidCatchUpMax)) {
     throw new Error(
-      `the events were written by another PostgreSQL cluster whose transaction ids ran ${gap} ahead of this one's (event transaction ${ahead.highest}, next here ${ahead.next}): more than the ${limits.eventXidCatchUpMax} a start advances by itself. Run, as often as needed until it reports none left, outside a transaction: do $$ begin for i in 1..10000000 loop perform pg_current_xact_id(); commit; end loop; end $$; then start again (README "Upgrades and moves")`,
+      `the events were written by another PostgreSQL cluster whose transaction ids ran ${gap} ahead of this one's (event transaction ${ahead.highest}, next here ${ahead.next}): more than the ${limits.eventXidCatchUpMax} a start advances by itself. Run, as often as needed until it reports none left, outside a transaction: do $$ begin for i in 1..10000000 loop perform pg_current_xact_id(); commit; end loop; end $$; then start again (docs/operations.md, "Upgrades")`,
     );
   }
   warn(
