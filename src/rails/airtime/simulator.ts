@@ -1,3 +1,4 @@
+import { keepLast } from "../recent.ts";
 import {
   type AirtimeProvider,
   AirtimeProviderUnavailableError,
@@ -26,7 +27,7 @@ export type AirtimeDecision = AirtimeResult | "UNAVAILABLE";
 
 export class AirtimeSimulator implements AirtimeProvider {
   decide: ((request: AirtimeTopupRequest) => AirtimeDecision) | undefined;
-  /** Every request received, duplicates included. */
+  /** The last requests received (`recent.ts`), duplicates included. */
   readonly requests: AirtimeTopupRequest[] = [];
 
   readonly #options: AirtimeSimulatorOptions;
@@ -41,7 +42,7 @@ export class AirtimeSimulator implements AirtimeProvider {
   }
 
   async topup(request: AirtimeTopupRequest): Promise<AirtimeResult> {
-    this.requests.push(request);
+    keepLast(this.requests, request);
     const known = this.#results.get(request.id);
     if (known) return known;
     const decision = this.decide?.(request) ?? this.#draw(request);

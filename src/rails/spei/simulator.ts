@@ -1,4 +1,5 @@
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { keepLast } from "../recent.ts";
 import {
   RailUnavailableError,
   type SpeiOrderMessage,
@@ -98,7 +99,11 @@ const redeliveryBackoffMaxMs = 30_000;
 export class SpeiSimulator implements SpeiRail {
   /** Decides an order's fate instead of the configured probabilities (tests, sandbox). */
   decide: ((order: SpeiOrderMessage) => SimulatedDecision) | undefined;
-  /** Every submission received, duplicates included, in arrival order. */
+  /**
+   * The last submissions received (`recent.ts`), duplicates included, in arrival
+   * order: what tests and the sandbox look at. Older ones are dropped, so a long-running process
+   * does not keep every order it ever sent.
+   */
   readonly submissions: SpeiOrderMessage[] = [];
 
   readonly #options: SpeiSimulatorOptions;
@@ -152,7 +157,7 @@ export class SpeiSimulator implements SpeiRail {
   async submitOrder(order: SpeiOrderMessage): Promise<SubmitResult> {
     // A network hop: the answer never arrives in the caller's own tick.
     await new Promise((resolve) => setImmediate(resolve));
-    this.submissions.push(order);
+    keepLast(this.submissions, order);
     const key = keyOf(order.operationDate, order.trackingKey);
     this.#journal({ e: "submit", key });
     const known = this.#results.get(key);
