@@ -38,7 +38,8 @@ import { registerEventRoutes } from "./modules/events/routes.ts";
 import { registerKeyRoutes } from "./modules/keys/routes.ts";
 import { registerPaymentRoutes } from "./modules/payments/routes.ts";
 import { registerProductRoutes } from "./modules/products/routes.ts";
-import { registerRailRoutes } from "./modules/rails/routes.ts";
+import { registerPurchaseRoutes } from "./modules/purchases/routes.ts";
+import { registerCardNetworkRoutes, registerRailRoutes } from "./modules/rails/routes.ts";
 import { registerSandboxRoutes } from "./modules/sandbox/routes.ts";
 import { registerTransferRoutes } from "./modules/transfers/routes.ts";
 import { registerWebhookRoutes } from "./modules/webhooks/routes.ts";
@@ -145,6 +146,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerWebhookRoutes(app, ctx);
   registerTransferRoutes(app, ctx);
   app.register(async (scope) => registerRailRoutes(scope, ctx));
+  app.register(async (scope) => registerCardNetworkRoutes(scope, ctx));
+  registerPurchaseRoutes(app, ctx);
   registerAirtimeRoutes(app, ctx);
 
   // Rail adapters stop their timers, and the decryption workers their threads, with the app.

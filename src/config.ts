@@ -37,6 +37,12 @@ export interface Config {
   clabeBankPrefix: string;
   /** Shared secret the SPEI rail signs incoming-transfer callbacks with. */
   speiWebhookSecret: string | undefined;
+  /** Shared secret the card processor signs its messages and clearing files with. */
+  cardNetworkSecret: string | undefined;
+  /** Days an authorization's hold lasts before the expiry worker releases it. */
+  holdDays: number;
+  /** The same for hotels and car rentals, whose final amount comes later. */
+  lodgingHoldDays: number;
   /** Background workers (rail dispatch, webhooks) run in this process. */
   workers: boolean;
   /** The proxies whose X-Forwarded-For entries are trusted (Fastify's list form), or false. */
@@ -76,6 +82,9 @@ export const configVariables = [
   "EMISOR_RATE_LIMIT_PER_SECOND",
   "EMISOR_CLABE_BANK_PREFIX",
   "EMISOR_SPEI_WEBHOOK_SECRET",
+  "EMISOR_CARD_NETWORK_SECRET",
+  "EMISOR_HOLD_DAYS",
+  "EMISOR_HOLD_DAYS_LODGING",
   "EMISOR_WORKERS",
   "EMISOR_TRUST_PROXY",
   "EMISOR_SIM_SPEI_SETTLE_MS",
@@ -269,13 +278,13 @@ function masterKey(env: Env): string | undefined {
 }
 
 /**
- * The rail signs with the secret exactly as written; white space around it (a pasted line) would
+ * A rail signs with its secret exactly as written; white space around it (a pasted line) would
  * make every callback's signature fail, and a blank one is no secret.
  */
-function speiWebhookSecret(env: Env): string | undefined {
-  const raw = optional(env, "EMISOR_SPEI_WEBHOOK_SECRET");
+function signingSecret(env: Env, name: string): string | undefined {
+  const raw = optional(env, name);
   if (raw !== undefined && (raw.trim() === "" || raw.trim() !== raw))
-    throw new ConfigError("EMISOR_SPEI_WEBHOOK_SECRET must not be blank or begin or end with white space");
+    throw new ConfigError(`${name} must not be blank or begin or end with white space`);
   return raw;
 }
 
@@ -358,7 +367,10 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyPasswordMinLength: integer(env, "EMISOR_API_KEY_PASSWORD_MIN_LENGTH", 12, 1, 30),
     rateLimitPerSecond: integer(env, "EMISOR_RATE_LIMIT_PER_SECOND", 0, 0, 1_000_000),
     clabeBankPrefix,
-    speiWebhookSecret: speiWebhookSecret(env),
+    speiWebhookSecret: signingSecret(env, "EMISOR_SPEI_WEBHOOK_SECRET"),
+    cardNetworkSecret: signingSecret(env, "EMISOR_CARD_NETWORK_SECRET"),
+    holdDays: integer(env, "EMISOR_HOLD_DAYS", 7, 1, 60),
+    lodgingHoldDays: integer(env, "EMISOR_HOLD_DAYS_LODGING", 30, 1, 90),
     workers: boolean(env, "EMISOR_WORKERS", true),
     trustProxy: trustedProxies(env, "EMISOR_TRUST_PROXY"),
     speiSimSettleMs: integer(env, "EMISOR_SIM_SPEI_SETTLE_MS", 3000, 0, 24 * 3600 * 1000),

@@ -49,6 +49,7 @@ export const errors = {
   apiKeyLocked: def(2008, 429, "The API key is locked after repeated failed logins; retry later", true),
   rateLimited: def(2009, 429, "Too many requests; retry later", true),
   speiSignatureInvalid: def(2501, 401, "The SPEI callback signature is missing, stale or wrong"),
+  cardNetworkSignatureInvalid: def(2801, 401, "The card network's signature is missing, stale or wrong"),
 
   // 3xxx: not found, or not yours (never revealed as different).
   routeNotFound: def(3000, 404, "No such route"),
@@ -62,6 +63,8 @@ export const errors = {
   airtimeTopupNotFound: def(3602, 404, "Airtime top-up not found"),
   webhookNotFound: def(3701, 404, "Webhook endpoint not found"),
   eventNotFound: def(3702, 404, "Event not found"),
+  authorizationNotFound: def(3801, 404, "Authorization not found"),
+  networkMessageNotFound: def(3802, 404, "The original message is not known"),
 
   // 4xxx: conflicts.
   idempotencyKeyReused: def(4001, 409, "This Idempotency-Key was used with a different request"),
@@ -70,6 +73,8 @@ export const errors = {
   cardholderCurpTaken: def(4202, 409, "A cardholder with this curp already exists"),
   cardholderEmailTaken: def(4203, 409, "A cardholder with this email already exists"),
   cardholderMobilePhoneTaken: def(4204, 409, "A cardholder with this mobile_phone already exists"),
+  returnAlreadyReversed: def(4801, 409, "The return was reversed already"),
+  clearingFileReused: def(4802, 409, "This file_id was processed with other lines"),
 
   // 5xxx: business rules.
   insufficientFunds: def(5001, 422, "Insufficient balance"),
@@ -148,6 +153,8 @@ export const errors = {
     "Insufficient balance for the transfer amount plus its commission and IVA",
   ),
   speiOrderNotReturnable: def(5502, 422, "The transfer can no longer be returned"),
+  authorizationOfAnotherCard: def(5801, 422, "The authorization belongs to another card"),
+  originalNotAReturn: def(5802, 422, "A RETURN_REVERSAL must name a RETURN"),
   airtimeInsufficientFunds: def(5601, 422, "Insufficient balance for the airtime top-up"),
   airtimeProductInactive: def(5603, 422, "The airtime product is not active"),
   airtimeNumberRejected: def(5604, 422, "The carrier refused the phone number; nothing was charged"),
@@ -180,6 +187,12 @@ export const errors = {
     6501,
     503,
     "The SPEI callback secret is not configured (EMISOR_SPEI_WEBHOOK_SECRET); retry later",
+    true,
+  ),
+  cardNetworkNotConfigured: def(
+    6801,
+    503,
+    "The card network secret is not configured (EMISOR_CARD_NETWORK_SECRET); retry later",
     true,
   ),
   airtimeProviderFailed: def(

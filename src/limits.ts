@@ -219,4 +219,16 @@ export const limits = {
   airtimeProductIdLengthMax: 40,
   airtimeExternalIdLengthMax: 128,
   airtimeAdditionalDataLengthMax: 2048,
+
+  /** Card purchases: MCCs whose clearing may exceed the authorized amount by a tip (restaurants, bars). */
+  tipToleranceMccs: ["5812", "5813", "5814"] as readonly string[],
+  /** Card purchases: the tip a clearing may add on those MCCs, in percent of what was authorized. */
+  tipTolerancePercent: 20,
+  /** Card purchases: expired holds one pass of the expiry worker releases. */
+  holdExpiryBatch: 64,
+  /** A card network message's body, in bytes. */
+  cardMessageBodyBytesMax: 16 * 1024,
+  /** A clearing file: lines in one upload, and its body in bytes. */
+  clearingFileLinesMax: 100_000,
+  clearingFileBytesMax: 64 * 1024 * 1024,
 } as const;

@@ -2,11 +2,13 @@ import type { AppContext } from "./context.ts";
 import { purgeIdempotencyKeys } from "./idempotency/store.ts";
 import { limits } from "./limits.ts";
 import { processPendingTopups } from "./modules/airtime/worker.ts";
+import { expireHolds } from "./modules/purchases/expiry.ts";
+import { purchaseSettings } from "./modules/purchases/service.ts";
 import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";
 
 /**
  * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher, the airtime
- * recovery and the purge of expired idempotency keys. Each is a loop of passes; a pass that found
+ * recovery, the release of expired card holds and the purge of expired idempotency keys. Each is a loop of passes; a pass that found
  * a full batch runs again at once, an idle one waits (`railPollIntervalMs` for the rails,
  * `idempotencyPurgeIntervalMs` for the purge). Every pass claims its work with FOR UPDATE SKIP
  * LOCKED, so any number of processes can run them on one database. stop() waits for the pass in
@@ -34,6 +36,10 @@ export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
       () => processPendingTopups({ db: ctx.db, provider: ctx.rails.airtime, warn }),
       log,
     ),
+    loop("hold-expiry", () => expireHolds(ctx.db, purchaseSettings(ctx), limits.holdExpiryBatch), log, {
+      batch: limits.holdExpiryBatch,
+      idleMs: limits.railPollIntervalMs,
+    }),
     // Bounded batches: each delete is short and holds few row locks; a backlog (the first start
     // after an upgrade) is worked off one batch per turn of the event loop.
     loop("idempotency-purge", () => purgeIdempotencyKeys(ctx.db, limits.idempotencyPurgeBatch), log, {

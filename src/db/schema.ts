@@ -78,7 +78,7 @@ export interface RevokedTokensTable {
   expires_at: Timestamp;
 }
 
-export type LedgerAccountKind = "CLIENT_MAIN" | "CARD" | "SYSTEM";
+export type LedgerAccountKind = "CLIENT_MAIN" | "CARD" | "SYSTEM" | "CARD_OWED";
 
 export interface LedgerAccountsTable {
   id: string;
@@ -87,6 +87,8 @@ export interface LedgerAccountsTable {
   client_id: string | null;
   balance_cents: Generated<bigint>;
   allow_negative: Generated<boolean>;
+  /** The card a CARD_OWED account records the debt of (migration 0024). */
+  card_id: string | null;
   created_at: Timestamp;
 }
 
@@ -448,6 +450,57 @@ export interface AirtimeTopupsTable {
   updated_at: Timestamp;
 }
 
+export type AuthorizationStatus = "PENDING" | "SETTLED" | "VOIDED" | "EXPIRED" | "DECLINED";
+
+/** An authorization and its hold, or a force post (migration 0024). */
+export interface CardAuthorizationsTable {
+  id: string;
+  card_id: string;
+  client_id: string;
+  status: AuthorizationStatus;
+  force_post: Generated<boolean>;
+  currency: string;
+  merchant_amount: bigint;
+  requested_cents: bigint;
+  authorized_cents: Generated<bigint>;
+  held_cents: Generated<bigint>;
+  cleared_cents: Generated<bigint>;
+  authorization_code: string | null;
+  decline_reason: string | null;
+  channel: string;
+  partial_allowed: Generated<boolean>;
+  merchant: Json;
+  mcc: string;
+  hold_account_id: string | null;
+  expires_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** A processor's message (or an expiry), with the answer it was given (migration 0024). */
+export interface CardNetworkMessagesTable {
+  message_id: string;
+  seq: Generated<bigint>;
+  type: string;
+  card_id: string | null;
+  client_id: string | null;
+  authorization_id: string | null;
+  amount_cents: bigint | null;
+  entry_id: string | null;
+  reverses_message_id: string | null;
+  file_id: string | null;
+  merchant: Json | null;
+  response: Json | null;
+  created_at: Timestamp;
+}
+
+export interface CardClearingFilesTable {
+  file_id: string;
+  lines: number;
+  report: Json;
+  created_at: Timestamp;
+}
+
 export interface Schema {
   clients: ClientsTable;
   api_keys: ApiKeysTable;
@@ -476,4 +529,7 @@ export interface Schema {
   rail_outbox: RailOutboxTable;
   airtime_products: AirtimeProductsTable;
   airtime_topups: AirtimeTopupsTable;
+  card_authorizations: CardAuthorizationsTable;
+  card_network_messages: CardNetworkMessagesTable;
+  card_clearing_files: CardClearingFilesTable;
 }

@@ -17,6 +17,10 @@ export const systemAccounts = {
   commissionRevenue: "00000000-0000-4000-8000-000000000004",
   ivaPayable: "00000000-0000-4000-8000-000000000005",
   airtimePayable: "00000000-0000-4000-8000-000000000006",
+  /** Card purchases approved and not yet cleared, released or expired. */
+  cardHolds: "00000000-0000-4000-8000-000000000007",
+  /** What the issuer owes the card network: clearings less returns (may go negative). */
+  cardNetwork: "00000000-0000-4000-8000-000000000008",
 } as const;
 
 export type SystemAccount = keyof typeof systemAccounts;
@@ -37,6 +41,8 @@ const shards: ReadonlyMap<string, readonly string[]> = new Map(
     systemAccounts.commissionRevenue,
     systemAccounts.ivaPayable,
     systemAccounts.airtimePayable,
+    systemAccounts.cardHolds,
+    systemAccounts.cardNetwork,
   ].map((id) => {
     const family = id.slice(-3);
     const ids = Array.from({ length: systemAccountShards }, (_, shard) =>

@@ -59,6 +59,15 @@ export async function postEntry(tx: Tx, input: EntryInput): Promise<string> {
 }
 
 /**
+ * Posts on exactly the accounts named, a shard named as itself: for movements that must return to
+ * the shard they came from (a card hold is released from, and cleared out of, the shard it was
+ * taken on). A sharded account named by its own id is its shard 0.
+ */
+export async function postEntryOnShards(tx: Tx, input: EntryInput): Promise<string> {
+  return writeEntry(tx, input);
+}
+
+/**
  * The postings with each sharded system account replaced by one of its shards, at random; the
  * shards already in `chosen` are kept (a batch posts to one shard per account).
  */

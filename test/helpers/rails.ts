@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { systemAccounts } from "../../src/ledger/accounts.ts";
 import { checkInvariants, createAccount, postEntry } from "../../src/ledger/ledger.ts";
+import { cardNetworkSignatureHeader } from "../../src/modules/rails/routes.ts";
 import { signSpeiCallback, speiSignatureHeader } from "../../src/modules/transfers/signature.ts";
 import { AirtimeSimulator } from "../../src/rails/airtime/simulator.ts";
 import { SpeiSimulator } from "../../src/rails/spei/simulator.ts";
@@ -106,4 +107,30 @@ export async function eventsOf(
 /** Makes every queued rail job due now, as if its lease had run out. */
 export async function expireRailLeases(t: TestApp): Promise<void> {
   await sql`update rail_outbox set next_attempt_at = now() - interval '1 second'`.execute(t.ctx.db);
+}
+
+let cardMessageSequence = 0;
+
+/** A fresh network message id. */
+export function messageId(): string {
+  cardMessageSequence += 1;
+  return `NET-${process.pid}-${Date.now()}-${cardMessageSequence}`;
+}
+
+/** POSTs a card network message signed with the configured secret (or `secret`, or unsigned). */
+export async function postCardMessage(
+  t: TestApp,
+  body: Record<string, unknown>,
+  options: { secret?: string; header?: string | null } = {},
+): Promise<Response> {
+  const raw = JSON.stringify({ message_id: messageId(), ...body });
+  const timestamp = Math.floor(Date.now() / 1000);
+  const header =
+    options.header === undefined
+      ? signSpeiCallback(options.secret ?? t.config.cardNetworkSecret ?? "", raw, timestamp)
+      : options.header;
+  return call(t.app, "POST", "/v1/rails/cards/messages", {
+    raw,
+    headers: header === null ? {} : { [cardNetworkSignatureHeader]: header },
+  });
 }

@@ -437,3 +437,17 @@ export async function productSeenBySubtree(db: Queryable, callerId: string, prod
         where c.product_id = p.id and ${callerId}::uuid = any(cl.lineage)))`.execute(db);
   return result.rows.length > 0;
 }
+
+/** A card's money in one read: its balance, what its pending authorizations hold, what it owes. */
+export async function cardMoney(db: Queryable, cardId: string) {
+  const result = await sql<{ balance_cents: bigint; held_cents: bigint; owed_cents: bigint }>`
+    select la.balance_cents,
+      (select coalesce(sum(held_cents), 0) from card_authorizations
+        where card_id = la.id and status = 'PENDING')::bigint as held_cents,
+      coalesce((select -o.balance_cents from ledger_accounts o
+        where o.card_id = la.id and o.kind = 'CARD_OWED'), 0)::bigint as owed_cents
+    from ledger_accounts la where la.id = ${cardId}::uuid`.execute(db);
+  const row = result.rows[0];
+  if (!row) throw new Error(`card ${cardId} has no ledger account`);
+  return row;
+}

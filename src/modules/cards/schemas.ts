@@ -144,7 +144,10 @@ export const CardDetail = Type.Object({
   card: Type.Object({
     ...CardSummary.properties,
     expiration: Type.String({ description: "MM/YY" }),
-    balance: Type.Number(),
+    balance: Type.Number({ description: "available + held - owed: the card's money, holds included" }),
+    available: Type.Number({ description: "What the card can spend now" }),
+    held: Type.Number({ description: "Held by pending authorizations" }),
+    owed: Type.Number({ description: "What the card owes (a clearing it could not cover)" }),
     product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
     cardholder_id: Type.String(),
     account: Type.Object({ id: Type.String(), reference: Type.String() }),

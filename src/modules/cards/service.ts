@@ -9,7 +9,7 @@ import { decodeCursor, instantIdPage, invalidCursor, isCursorPage, keysetPage } 
 import type { IdempotentResult } from "../../idempotency/reply.ts";
 import { runIdempotent } from "../../idempotency/run.ts";
 import type { IdempotencyScope } from "../../idempotency/store.ts";
-import { balanceOf, createAccount } from "../../ledger/ledger.ts";
+import { createAccount } from "../../ledger/ledger.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { findClientInScope } from "../clients/repository.ts";
 import { emitEvent } from "../events/outbox.ts";
@@ -343,12 +343,16 @@ export async function changeCardStatus(
 /** GET /v1/cards/{id}: status, masked number, balance. */
 export async function getCard(ctx: AppContext, caller: Caller, id: string) {
   const card = await cardOrThrow(ctx.db, caller, { id });
-  const balance = await balanceOf(ctx.db, card.id);
+  const money = await repo.cardMoney(ctx.db, card.id);
+  const available = money.balance_cents > money.owed_cents ? money.balance_cents - money.owed_cents : 0n;
   return {
     card: {
       ...presentCard(card),
       expiration: expirationOf(card.expires_on),
-      balance: toPesos(balance),
+      balance: toPesos(money.balance_cents + money.held_cents - money.owed_cents),
+      available: toPesos(available),
+      held: toPesos(money.held_cents),
+      owed: toPesos(money.owed_cents),
       product: { id: card.product_id, code: card.product_code, name: card.product_name },
       cardholder_id: card.cardholder_id,
       account: { id: card.account_id, reference: card.account_reference },

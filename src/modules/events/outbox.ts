@@ -26,6 +26,9 @@ export const eventTypes = [
   "transfer.in.received",
   "airtime.completed",
   "airtime.failed",
+  "card_authorization.created",
+  "card_authorization.updated",
+  "card_transaction.created",
 ] as const;
 
 export type EventType = (typeof eventTypes)[number];

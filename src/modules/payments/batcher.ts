@@ -10,6 +10,7 @@ import {
   type StoredResponse,
 } from "../../idempotency/reply.ts";
 import { type IdempotencyRecord, type IdempotencyScope, sameRequest } from "../../idempotency/store.ts";
+import { cardsToRepay, repayOwed } from "../../ledger/card-owed.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
@@ -134,7 +135,8 @@ export class PaymentBatcher {
         batch.map((item) => item.request),
         last,
         letNextStart,
-      ).then((outcomes) => {
+      ).then(async (outcomes) => {
+        await this.#repayDebts(batch.map((item) => item.request.card.id));
         batch.forEach((item, i) => {
           const outcome = outcomes[i] ?? { error: new Error("no outcome for a payment") };
           if ("result" in outcome) item.resolve(outcome.result);
@@ -197,6 +199,21 @@ export class PaymentBatcher {
         if (attempt < 3 && code && retryableCodes.has(code)) continue;
         return requests.map(() => ({ error }));
       }
+    }
+  }
+
+  /**
+   * Money paid onto a card that owes (a clearing it could not cover) repays the debt first: after
+   * the batch commits, and before it is answered, each such card's repayment is posted. Until then
+   * a purchase already counts the debt against what the card can spend. A failed repayment is left
+   * for the card's next money in; the payments stand.
+   */
+  async #repayDebts(cardIds: string[]): Promise<void> {
+    try {
+      for (const cardId of await cardsToRepay(this.#db, cardIds))
+        await this.#db.transaction().execute((tx) => repayOwed(tx, cardId));
+    } catch {
+      // The payments committed; the debt stays recorded and is repaid by the card's next money in.
     }
   }
 

@@ -1,12 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AppContext } from "../../context.ts";
-import { AppError, errors } from "../../errors.ts";
+import { AppError, type ErrorDef, errors } from "../../errors.ts";
 import { ok } from "../../http/envelope.ts";
 import { readJsonBody } from "../../http/json-body.ts";
 import type { Operation } from "../../http/operation.ts";
 import { responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
+import { CardMessageBody, type CardMessageBodyType, MessageAnswerData } from "../purchases/schemas.ts";
+import { messageOf, processMessage, purchaseSettings } from "../purchases/service.ts";
 import {
   AbonoResultData,
   abonoOf,
@@ -74,21 +76,36 @@ const receiveSpeiOrderStateRoute: Operation = (scope, ctx) => {
   );
 };
 
+/** Who signs a scope's calls: the secret, the header, and the errors for no secret and a bad signature. */
+export interface Signer {
+  secret: (ctx: AppContext) => string | undefined;
+  header: string;
+  notConfigured: ErrorDef;
+  invalid: ErrorDef;
+}
+
+const speiSigner: Signer = {
+  secret: (ctx) => ctx.config.speiWebhookSecret,
+  header: speiSignatureHeader,
+  notConfigured: errors.speiWebhookNotConfigured,
+  invalid: errors.speiSignatureInvalid,
+};
+
 /**
- * The rail's callbacks: no bearer token, an HMAC signature over the exact body bytes instead
+ * A rail's callbacks: no bearer token, an HMAC signature over the exact body bytes instead
  * (signature.ts). Registered in their own scope, whose JSON parser checks the signature over those
  * bytes before reading them, so an unsigned call costs one HMAC and no parsing. With no secret
- * configured every call is refused with 503 (6501), so the rail retries rather than giving up, and
+ * configured every call is refused with 503, so the rail retries rather than giving up, and
  * nothing unsigned is ever accepted.
  */
-export async function registerRailRoutes(scope: FastifyInstance, ctx: AppContext): Promise<void> {
+export function signedScope(scope: FastifyInstance, ctx: AppContext, signer: Signer): void {
   scope.decorateRequest("rawBody", undefined);
   scope.removeContentTypeParser("application/json");
   scope.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     const raw = body as Buffer;
     request.rawBody = raw;
     try {
-      checkSignature(ctx, request);
+      checkSignature(ctx, request, signer);
       done(null, readJsonBody(request, raw));
     } catch (error) {
       done(error as Error, undefined);
@@ -96,18 +113,63 @@ export async function registerRailRoutes(scope: FastifyInstance, ctx: AppContext
   });
   scope.addHook("preValidation", async (request) => {
     // A call with no body and no Content-Type never reached the parser.
-    if (request.rawBody === undefined) checkSignature(ctx, request);
+    if (request.rawBody === undefined) checkSignature(ctx, request, signer);
     // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
     // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
     request.body = replaceUnstorable(request.body);
   });
+}
+
+export async function registerRailRoutes(scope: FastifyInstance, ctx: AppContext): Promise<void> {
+  signedScope(scope, ctx, speiSigner);
   for (const operation of [receiveSpeiTransferRoute, receiveSpeiOrderStateRoute]) operation(scope, ctx);
 }
 
-function checkSignature(ctx: AppContext, request: FastifyRequest): void {
-  const secret = ctx.config.speiWebhookSecret;
-  if (!secret) throw new AppError(errors.speiWebhookNotConfigured);
-  const header = request.headers[speiSignatureHeader];
+/** The card processor signs as the SPEI rail does, under its own secret and header. */
+export const cardNetworkSignatureHeader = "x-card-network-signature";
+
+const cardNetworkSigner: Signer = {
+  secret: (ctx) => ctx.config.cardNetworkSecret,
+  header: cardNetworkSignatureHeader,
+  notConfigured: errors.cardNetworkNotConfigured,
+  invalid: errors.cardNetworkSignatureInvalid,
+};
+
+const receiveCardMessageRoute: Operation = (scope, ctx) => {
+  scope.post<{ Body: CardMessageBodyType }>(
+    "/v1/rails/cards/messages",
+    {
+      config: { auth: false },
+      bodyLimit: limits.cardMessageBodyBytesMax,
+      schema: {
+        tags: ["rails"],
+        operationId: "receiveCardMessage",
+        summary:
+          "A card network message (authorization, advice, reversal, clearing, return), signed by the processor",
+        description: `Header ${cardNetworkSignatureHeader}: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>. Amounts are integers in the currency's minor units. A repeated message_id answers the first answer again (Idempotent-Replayed: true) and moves nothing.`,
+        body: CardMessageBody,
+        response: responses(MessageAnswerData),
+      },
+    },
+    async (request, reply) => {
+      const message = await messageOf(ctx, request.body);
+      const { answer, replayed } = await processMessage(ctx.db, message, purchaseSettings(ctx));
+      if (replayed) reply.header("idempotent-replayed", "true");
+      return ok(answer);
+    },
+  );
+};
+
+/** The card processor's calls, in a scope signed under EMISOR_CARD_NETWORK_SECRET. */
+export async function registerCardNetworkRoutes(scope: FastifyInstance, ctx: AppContext): Promise<void> {
+  signedScope(scope, ctx, cardNetworkSigner);
+  for (const operation of [receiveCardMessageRoute]) operation(scope, ctx);
+}
+
+export function checkSignature(ctx: AppContext, request: FastifyRequest, signer: Signer): void {
+  const secret = signer.secret(ctx);
+  if (!secret) throw new AppError(signer.notConfigured);
+  const header = request.headers[signer.header];
   const valid = verifySpeiSignature(
     secret,
     typeof header === "string" ? header : undefined,
@@ -115,5 +177,5 @@ function checkSignature(ctx: AppContext, request: FastifyRequest): void {
     Math.floor(Date.now() / 1000),
     limits.speiWebhookToleranceSeconds,
   );
-  if (!valid) throw new AppError(errors.speiSignatureInvalid);
+  if (!valid) throw new AppError(signer.invalid);
 }

@@ -18,6 +18,7 @@ import {
   SpeiOrderData,
 } from "../transfers/schemas.ts";
 import { simulateIncoming } from "../transfers/service.ts";
+import { registerCardSimulatorRoutes } from "./card-routes.ts";
 import { fundCaller } from "./service.ts";
 
 const FundingBody = Type.Object(
@@ -123,11 +124,13 @@ const simulateTransferReturnRoute: Operation = (app, ctx) => {
 
 /**
  * Sandbox-only routes (EMISOR_SANDBOX=true); in production they do not exist (404). They drive
- * what a bank or a rail would do: fund the caller's main balance, send an incoming SPEI transfer
- * to a CLABE, have the receiving bank return a transfer out. Each honours Idempotency-Key.
+ * what a bank, a rail or a card network would do: fund the caller's main balance, send an incoming
+ * SPEI transfer to a CLABE, have the receiving bank return a transfer out, and send the card
+ * network's messages (card-routes.ts). Each honours Idempotency-Key.
  */
 export function registerSandboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   if (!ctx.config.sandbox) return;
   for (const operation of [simulateFundingRoute, simulateIncomingTransferRoute, simulateTransferReturnRoute])
     operation(app, ctx);
+  registerCardSimulatorRoutes(app, ctx);
 }

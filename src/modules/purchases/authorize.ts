@@ -1,0 +1,206 @@
+import { randomInt } from "node:crypto";
+import type { Tx } from "../../db/database.ts";
+import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { isExpired } from "../cards/expiry.ts";
+import { postCardEntry, spendable } from "./card-money.ts";
+import {
+  authorizationEvent,
+  type CardMessage,
+  holdDaysFor,
+  lockNamedCard,
+  type Outcome,
+  type PurchaseSettings,
+} from "./message.ts";
+import * as repo from "./repository.ts";
+
+/**
+ * The decline reasons of the card's own state, in the order they are checked. Spending controls
+ * and the client's decision add theirs on top (the next issue).
+ */
+export const declineReasons = [
+  "UNKNOWN_CARD",
+  "CLIENT_DISABLED",
+  "CARD_CANCELED",
+  "CARD_NOT_ACTIVE",
+  "CARD_BLOCKED",
+  "CARD_EXPIRED",
+  "INSUFFICIENT_FUNDS",
+] as const;
+export type DeclineReason = (typeof declineReasons)[number];
+
+/** Why the card cannot be used now, whatever the amount; null when it can. */
+export function cardDeclineReason(card: repo.CardState): DeclineReason | null {
+  if (card.client_disabled) return "CLIENT_DISABLED";
+  if (card.status === "CANCELED") return "CARD_CANCELED";
+  if (card.status === "NEED_ACTIVATION" || card.status === "NOT_ASSIGNED") return "CARD_NOT_ACTIVE";
+  if (card.status === "TEMPORARY_INACTIVE") return "CARD_BLOCKED";
+  if (isExpired(card.expires_on)) return "CARD_EXPIRED";
+  return null;
+}
+
+function authorizationCode(): string {
+  return String(randomInt(0, 1_000_000)).padStart(6, "0");
+}
+
+/**
+ * AUTHORIZATION (0100): approve or decline now. Approved, the amount (or, when partial approval is
+ * allowed and the card is short, what it can spend) moves to a hold; a zero amount is an account
+ * verification, approved with nothing held. An unknown card is declined with no authorization.
+ */
+export async function authorize(tx: Tx, message: CardMessage, settings: PurchaseSettings): Promise<Outcome> {
+  const card = message.card ? await repo.lockCard(tx, message.card) : undefined;
+  if (!card) return unknownCard();
+  const asked = message.amountCents ?? 0n;
+  const available = spendable(card);
+  let reason: DeclineReason | null = cardDeclineReason(card);
+  let approved = asked;
+  if (reason === null && asked > available) {
+    if (message.partialAllowed && available > 0n) approved = available;
+    else reason = "INSUFFICIENT_FUNDS";
+  }
+  if (reason !== null) {
+    const declined = await newAuthorization(tx, message, card, { status: "DECLINED", reason, held: 0n });
+    return {
+      result: "DECLINED",
+      amountCents: 0n,
+      declineReason: reason,
+      card,
+      authorization: declined,
+      entryId: null,
+      events: [authorizationEvent("card_authorization.created", declined)],
+    };
+  }
+  const held = await holdOnCard(tx, message, card, approved, settings);
+  return {
+    result: "APPROVED",
+    amountCents: approved,
+    partial: approved < asked,
+    card,
+    authorization: held.authorization,
+    entryId: held.entryId,
+    events: [authorizationEvent("card_authorization.created", held.authorization)],
+  };
+}
+
+function unknownCard(): Outcome {
+  return {
+    result: "DECLINED",
+    amountCents: 0n,
+    declineReason: "UNKNOWN_CARD",
+    card: null,
+    authorization: null,
+    entryId: null,
+    events: [],
+  };
+}
+
+/**
+ * A new authorization holding `amount` of the card: the hold's entry (what the card cannot cover,
+ * for an advice, is posted to what it owes) and its row, PENDING until cleared, released or
+ * expired. A zero hold (an account verification) is VOIDED at once: nothing will clear it.
+ */
+export async function holdOnCard(
+  tx: Tx,
+  message: CardMessage,
+  card: repo.CardState,
+  amount: bigint,
+  settings: PurchaseSettings,
+): Promise<{ authorization: repo.AuthorizationRow; entryId: string | null }> {
+  const id = timeOrderedUuid();
+  const shard = postingShardOf(systemAccounts.cardHolds);
+  const entryId =
+    amount > 0n
+      ? await postCardEntry(tx, card, {
+          kind: "CARD_HOLD",
+          description: message.merchant?.name ?? "Card purchase",
+          system: [{ accountId: shard, amountCents: amount }],
+          metadata: { authorization_id: id, message_id: message.messageId },
+        })
+      : null;
+  const days = holdDaysFor(message.merchant?.mcc ?? "0000", settings);
+  const authorization = await newAuthorization(tx, message, card, {
+    id,
+    status: amount > 0n ? "PENDING" : "VOIDED",
+    reason: null,
+    held: amount,
+    shard,
+    expiresAt: amount > 0n ? new Date(Date.now() + days * 86_400_000) : null,
+  });
+  return { authorization, entryId };
+}
+
+async function newAuthorization(
+  tx: Tx,
+  message: CardMessage,
+  card: repo.CardState,
+  state: {
+    id?: string;
+    status: repo.AuthorizationRow["status"];
+    reason: string | null;
+    held: bigint;
+    shard?: string;
+    expiresAt?: Date | null;
+  },
+): Promise<repo.AuthorizationRow> {
+  return repo.insertAuthorization(tx, {
+    id: state.id ?? timeOrderedUuid(),
+    card_id: card.id,
+    client_id: card.client_id,
+    status: state.status,
+    force_post: false,
+    currency: message.currency,
+    merchant_amount: message.merchantAmount,
+    requested_cents: message.amountCents ?? 0n,
+    authorized_cents: state.held,
+    held_cents: state.status === "PENDING" ? state.held : 0n,
+    cleared_cents: 0n,
+    authorization_code: state.status === "DECLINED" ? null : authorizationCode(),
+    decline_reason: state.reason,
+    channel: message.channel,
+    partial_allowed: message.partialAllowed,
+    merchant: message.merchant ?? {},
+    mcc: message.merchant?.mcc ?? "0000",
+    hold_account_id: state.shard ?? null,
+    expires_at: state.expiresAt ?? null,
+  });
+}
+
+/** BALANCE_INQUIRY (an ATM asking): the card's balances, or why it cannot be used; nothing moves. */
+export async function balanceInquiry(tx: Tx, message: CardMessage): Promise<Outcome> {
+  const card = message.card ? await repo.lockCard(tx, message.card) : undefined;
+  if (!card) return unknownCard();
+  const reason = cardDeclineReason(card);
+  return {
+    result: reason === null ? "ANSWERED" : "DECLINED",
+    amountCents: 0n,
+    declineReason: reason,
+    card,
+    authorization: null,
+    entryId: null,
+    events: [],
+  };
+}
+
+/**
+ * An advice naming no authorization: the network approved in Emisor's stead (stand-in), and the
+ * decision cannot be refused. The hold is taken whatever the card's state; what the card cannot
+ * cover is posted to what it owes.
+ */
+export async function standInAdvice(
+  tx: Tx,
+  message: CardMessage,
+  settings: PurchaseSettings,
+): Promise<Outcome> {
+  const card = await lockNamedCard(tx, message.card);
+  const amount = message.amountCents ?? 0n;
+  const held = await holdOnCard(tx, message, card, amount, settings);
+  return {
+    result: "APPROVED",
+    amountCents: amount,
+    card,
+    authorization: held.authorization,
+    entryId: held.entryId,
+    events: [authorizationEvent("card_authorization.created", held.authorization)],
+  };
+}

@@ -1,0 +1,175 @@
+import type { Tx } from "../../db/database.ts";
+import { AppError, errors } from "../../errors.ts";
+import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { toPesos } from "../../ledger/money.ts";
+import { limits } from "../../limits.ts";
+import type { NewEvent } from "../events/outbox.ts";
+import { postCardEntry } from "./card-money.ts";
+import { type CardMessage, lockAuthorization, lockNamedCard, type Outcome } from "./message.ts";
+import * as repo from "./repository.ts";
+
+/**
+ * The tip rule: a clearing may exceed what was authorized by `tipTolerancePercent` on restaurant
+ * and bar MCCs (5812, 5813, 5814), and by nothing elsewhere. A clearing cannot be refused, so one
+ * beyond the rule still posts (the card pays what it can and owes the rest); its answer and the
+ * clearing file's report flag it `over_tolerance` for the issuer to dispute.
+ */
+export function withinTolerance(authorizedCents: bigint, clearedCents: bigint, mcc: string): boolean {
+  const percent = limits.tipToleranceMccs.includes(mcc) ? BigInt(limits.tipTolerancePercent) : 0n;
+  return clearedCents * 100n <= authorizedCents * (100n + percent);
+}
+
+/** `card_transaction.created`: a clearing, a force post, a return or a return reversal posted. */
+function transactionEvent(
+  message: CardMessage,
+  card: repo.CardState,
+  amountCents: bigint,
+  authorizationId: string | null,
+): NewEvent {
+  return {
+    type: "card_transaction.created",
+    clientId: card.client_id,
+    data: {
+      message_id: message.messageId,
+      type: message.type,
+      card_id: card.id,
+      authorization_id: authorizationId,
+      amount: toPesos(amountCents),
+      merchant: message.merchant ?? null,
+      created_at: new Date().toISOString(),
+    },
+  };
+}
+
+/**
+ * CLEARING of an authorization: the amount settles from the hold, and from the card for what goes
+ * beyond the hold (a tip, a clearing after the hold expired). A final clearing (the default) gives
+ * the rest of the hold back; `is_final: false` (split shipment) keeps it for the next clearing.
+ */
+async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome> {
+  const { card, authorization } = await lockAuthorization(tx, message);
+  const amount = message.amountCents ?? 0n;
+  const held = authorization.held_cents;
+  const fromHold = message.isFinal ? held : amount < held ? amount : held;
+  const shard = authorization.hold_account_id ?? postingShardOf(systemAccounts.cardHolds);
+  const entryId = await postCardEntry(tx, card, {
+    kind: "CARD_CLEARING",
+    description: (authorization.merchant as { name?: string }).name ?? "Card purchase",
+    system: [
+      { accountId: shard, amountCents: -fromHold },
+      { accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: amount },
+    ],
+    metadata: { authorization_id: authorization.id, message_id: message.messageId },
+  });
+  const cleared = authorization.cleared_cents + amount;
+  const remaining = held - fromHold;
+  const updated = await repo.updateAuthorization(tx, authorization.id, {
+    cleared_cents: cleared,
+    held_cents: remaining,
+    status: remaining > 0n ? "PENDING" : "SETTLED",
+  });
+  return {
+    result: "POSTED",
+    amountCents: amount,
+    overTolerance: !withinTolerance(authorization.authorized_cents, cleared, authorization.mcc),
+    card,
+    authorization: updated,
+    entryId,
+    events: [transactionEvent(message, card, amount, updated.id)],
+  };
+}
+
+/** CLEARING naming no authorization: a force post, recorded as a SETTLED authorization of its own. */
+async function forcePost(tx: Tx, message: CardMessage): Promise<Outcome> {
+  const card = await lockNamedCard(tx, message.card);
+  const amount = message.amountCents ?? 0n;
+  const id = timeOrderedUuid();
+  const entryId = await postCardEntry(tx, card, {
+    kind: "CARD_FORCE_POST",
+    description: message.merchant?.name ?? "Card purchase",
+    system: [{ accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: amount }],
+    metadata: { authorization_id: id, message_id: message.messageId },
+  });
+  const authorization = await repo.insertAuthorization(tx, {
+    id,
+    card_id: card.id,
+    client_id: card.client_id,
+    status: "SETTLED",
+    force_post: true,
+    currency: message.currency,
+    merchant_amount: message.merchantAmount,
+    requested_cents: amount,
+    authorized_cents: 0n,
+    held_cents: 0n,
+    cleared_cents: amount,
+    authorization_code: null,
+    decline_reason: null,
+    channel: message.channel,
+    partial_allowed: false,
+    merchant: message.merchant ?? {},
+    mcc: message.merchant?.mcc ?? "0000",
+    hold_account_id: null,
+    expires_at: null,
+  });
+  return {
+    result: "POSTED",
+    amountCents: amount,
+    card,
+    authorization,
+    entryId,
+    events: [transactionEvent(message, card, amount, id)],
+  };
+}
+
+export async function clear(tx: Tx, message: CardMessage): Promise<Outcome> {
+  return message.authorizationId ? clearAuthorization(tx, message) : forcePost(tx, message);
+}
+
+/** RETURN: a refund the merchant sends back, credited to the card (what it owes is repaid first). */
+export async function creditReturn(tx: Tx, message: CardMessage): Promise<Outcome> {
+  const named = message.authorizationId ? await lockAuthorization(tx, message) : undefined;
+  const card = named?.card ?? (await lockNamedCard(tx, message.card));
+  const amount = message.amountCents ?? 0n;
+  const entryId = await postCardEntry(tx, card, {
+    kind: "CARD_RETURN",
+    description: message.merchant?.name ?? "Card refund",
+    system: [{ accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: -amount }],
+    metadata: { message_id: message.messageId, authorization_id: named?.authorization.id ?? null },
+  });
+  return {
+    result: "POSTED",
+    amountCents: amount,
+    card,
+    authorization: named?.authorization ?? null,
+    entryId,
+    events: [transactionEvent(message, card, amount, named?.authorization.id ?? null)],
+  };
+}
+
+/** RETURN_REVERSAL: takes a return back from the card, once; what it cannot cover, it owes. */
+export async function reverseReturn(tx: Tx, message: CardMessage): Promise<Outcome> {
+  if (!message.originalMessageId)
+    throw new AppError(errors.validationFailed, { message: "RETURN_REVERSAL requires original_message_id" });
+  const original = await repo.findMessage(tx, message.originalMessageId);
+  if (!original?.card_id) throw new AppError(errors.networkMessageNotFound);
+  if (original.type !== "RETURN") throw new AppError(errors.originalNotAReturn);
+  const card = await lockNamedCard(tx, { id: original.card_id });
+  if (await repo.returnReversed(tx, original.message_id)) throw new AppError(errors.returnAlreadyReversed);
+  const amount = original.amount_cents ?? 0n;
+  const entryId = await postCardEntry(tx, card, {
+    kind: "CARD_RETURN_REVERSAL",
+    description: "Refund reversed",
+    system: [{ accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: amount }],
+    metadata: { message_id: message.messageId, reverses_message_id: original.message_id },
+  });
+  return {
+    result: "POSTED",
+    amountCents: amount,
+    card,
+    authorization: null,
+    entryId,
+    reversesMessageId: original.message_id,
+    events: [transactionEvent(message, card, amount, original.authorization_id)],
+  };
+}

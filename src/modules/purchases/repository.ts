@@ -1,0 +1,199 @@
+import { type Selectable, sql } from "kysely";
+import type { Queryable, Tx } from "../../db/database.ts";
+import { instantKeysetConditions } from "../../db/keyset.ts";
+import type { CardAuthorizationsTable, CardStatus } from "../../db/schema.ts";
+import { instantKey } from "../../http/cursor.ts";
+import type { CardRef } from "../cards/card-number.ts";
+
+/** SQL of card purchases: the processor's messages, the authorizations and the cards they move. */
+export type AuthorizationRow = Selectable<CardAuthorizationsTable>;
+
+/**
+ * Records that a message is being processed, or finds that it was: the primary key makes a second
+ * transaction with the same id wait for the first and then find its row. False when it exists.
+ */
+export async function claimMessage(tx: Tx, messageId: string, type: string): Promise<boolean> {
+  const result = await sql`
+    insert into card_network_messages (message_id, type) values (${messageId}, ${type})
+    on conflict (message_id) do nothing returning seq`.execute(tx);
+  return result.rows.length === 1;
+}
+
+export async function storedAnswer(db: Queryable, messageId: string): Promise<unknown> {
+  const row = await db
+    .selectFrom("card_network_messages")
+    .select("response")
+    .where("message_id", "=", messageId)
+    .executeTakeFirst();
+  return row?.response;
+}
+
+export interface MessageRecord {
+  messageId: string;
+  cardId: string | null;
+  clientId: string | null;
+  authorizationId: string | null;
+  amountCents: bigint | null;
+  entryId: string | null;
+  reversesMessageId: string | null;
+  fileId: string | null;
+  merchant: unknown;
+  response: unknown;
+}
+
+/** Completes the row claimMessage wrote with what the message did and the answer it got. */
+export async function recordMessage(tx: Tx, record: MessageRecord): Promise<void> {
+  await tx
+    .updateTable("card_network_messages")
+    .set({
+      card_id: record.cardId,
+      client_id: record.clientId,
+      authorization_id: record.authorizationId,
+      amount_cents: record.amountCents,
+      entry_id: record.entryId,
+      reverses_message_id: record.reversesMessageId,
+      file_id: record.fileId,
+      merchant: record.merchant === undefined ? null : JSON.stringify(record.merchant),
+      response: JSON.stringify(record.response),
+    })
+    .where("message_id", "=", record.messageId)
+    .execute();
+}
+
+/** A card as a purchase decides on it, its row locked: status, expiry, money and debt. */
+export interface CardState {
+  id: string;
+  client_id: string;
+  status: CardStatus;
+  expires_on: string;
+  client_disabled: boolean;
+  balance_cents: bigint;
+  owed_account_id: string | null;
+  /** What the card owes, as a positive number (its owed account's balance negated). */
+  owed_cents: bigint;
+}
+
+/**
+ * The assigned card `ref` names, its ledger row locked: every movement of a card's money locks
+ * that row first, so the messages of one card apply one at a time and see each other's effect.
+ */
+export async function lockCard(tx: Tx, ref: CardRef): Promise<CardState | undefined> {
+  const where = "id" in ref ? sql`c.id = ${ref.id}::uuid` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
+  const result = await sql<CardState>`
+    select c.id, c.client_id, c.status, c.expires_on::text as expires_on,
+      exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
+      la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents
+    from cards c
+    join clients cl on cl.id = c.client_id
+    join ledger_accounts la on la.id = c.id
+    left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
+    where ${where}
+    for update of la`.execute(tx);
+  return result.rows[0];
+}
+
+export async function findAuthorization(db: Queryable, id: string): Promise<AuthorizationRow | undefined> {
+  return db.selectFrom("card_authorizations").selectAll().where("id", "=", id).executeTakeFirst();
+}
+
+export async function insertAuthorization(
+  tx: Tx,
+  row: Omit<AuthorizationRow, "created_at" | "updated_at">,
+): Promise<AuthorizationRow> {
+  return tx
+    .insertInto("card_authorizations")
+    .values({ ...row, merchant: JSON.stringify(row.merchant) })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export type AuthorizationChange = Partial<
+  Pick<
+    AuthorizationRow,
+    "status" | "authorized_cents" | "held_cents" | "cleared_cents" | "expires_at" | "hold_account_id"
+  >
+>;
+
+export async function updateAuthorization(
+  tx: Tx,
+  id: string,
+  change: AuthorizationChange,
+): Promise<AuthorizationRow> {
+  return tx
+    .updateTable("card_authorizations")
+    .set({ ...change, updated_at: sql`now()` })
+    .where("id", "=", id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** What the card's pending authorizations hold. */
+export async function heldOf(db: Queryable, cardId: string): Promise<bigint> {
+  const result = await sql<{ held: bigint }>`
+    select coalesce(sum(held_cents), 0)::bigint as held from card_authorizations
+    where card_id = ${cardId}::uuid and status = 'PENDING'`.execute(db);
+  return result.rows[0]?.held ?? 0n;
+}
+
+export async function findMessage(db: Queryable, messageId: string) {
+  return db
+    .selectFrom("card_network_messages")
+    .select(["message_id", "type", "card_id", "client_id", "amount_cents", "authorization_id", "merchant"])
+    .where("message_id", "=", messageId)
+    .executeTakeFirst();
+}
+
+/** The messages that touched an authorization, in the order they were processed. */
+export async function messagesOf(db: Queryable, authorizationId: string) {
+  return db
+    .selectFrom("card_network_messages")
+    .select(["message_id", "type", "amount_cents", "response", "created_at"])
+    .where("authorization_id", "=", authorizationId)
+    .orderBy("seq")
+    .execute();
+}
+
+/** An authorization when its card's client is in the caller's subtree. */
+export async function findAuthorizationInScope(db: Queryable, callerId: string, id: string) {
+  const result = await sql<AuthorizationRow>`
+    select a.* from card_authorizations a join clients cl on cl.id = a.client_id
+    where a.id = ${id}::uuid and ${callerId}::uuid = any(cl.lineage)`.execute(db);
+  return result.rows[0];
+}
+
+/** A card's authorizations, newest first, strictly below the keyset position `before`. */
+export async function listCardAuthorizations(
+  db: Queryable,
+  cardId: string,
+  page: { limit: number; before?: { at: string; id: string } | undefined },
+): Promise<Array<AuthorizationRow & { created_at_text: string }>> {
+  const conditions = [
+    sql`a.card_id = ${cardId}::uuid`,
+    ...instantKeysetConditions("a", { before: page.before }),
+  ];
+  const result = await sql<AuthorizationRow & { created_at_text: string }>`
+    select a.*, ${instantKey("a.created_at")} as created_at_text from card_authorizations a
+    where ${sql.join(conditions, sql` and `)}
+    order by a.created_at desc, a.id desc limit ${page.limit}`.execute(db);
+  return result.rows;
+}
+
+/** Pending authorizations whose hold is past its expiry: the expiry worker's next pass. */
+export async function expiredHolds(
+  db: Queryable,
+  limit: number,
+): Promise<Array<{ id: string; expires_at: Date }>> {
+  const result = await sql<{ id: string; expires_at: Date }>`
+    select id, expires_at from card_authorizations
+    where status = 'PENDING' and expires_at <= now() order by expires_at limit ${limit}`.execute(db);
+  return result.rows;
+}
+
+export async function returnReversed(db: Queryable, returnMessageId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom("card_network_messages")
+    .select("message_id")
+    .where("reverses_message_id", "=", returnMessageId)
+    .executeTakeFirst();
+  return row !== undefined;
+}
