@@ -16,6 +16,7 @@ import { freshDatabase } from "./helpers/harness.ts";
 
 const root = path.resolve(import.meta.dirname, "..");
 const speiSecret = `docs-${randomBytes(12).toString("hex")}`;
+const networkSecret = `docs-network-${randomBytes(12).toString("hex")}`;
 const documents = [
   "README.md",
   "docs/using-the-api.md",
@@ -47,6 +48,7 @@ before(async () => {
       EMISOR_DATA_DIR: mkdtempSync(path.join(tmpdir(), "emisor-docs-")),
       EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
       EMISOR_SPEI_WEBHOOK_SECRET: speiSecret,
+      EMISOR_CARD_NETWORK_SECRET: networkSecret,
       HOST: "127.0.0.1",
       PORT: "0",
       LOG_LEVEL: "warn",
@@ -58,6 +60,7 @@ before(async () => {
   values.API_KEY = /api_key: +(\S+)/.exec(banner)?.[1] ?? "";
   values.PASSWORD = /password: +(\S+)/.exec(banner)?.[1] ?? "";
   values.EMISOR_SPEI_WEBHOOK_SECRET = speiSecret;
+  values.EMISOR_CARD_NETWORK_SECRET = networkSecret;
   assert.ok(values.EMISOR && values.API_KEY && values.PASSWORD, banner);
 });
 

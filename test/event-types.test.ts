@@ -297,6 +297,45 @@ test("every event type: written with its change, shaped like the API's answer, d
     }),
     answer,
   );
+  // Card purchases, through the network simulator: each event's data is the authorization as
+  // GET /v1/authorizations/{id} shows it right after the change, without its messages.
+  const authorizationNow = async (id: string) => {
+    const { messages: _messages, ...view } = expectOk(
+      await call<{ authorization: { messages: unknown } }>(t.app, "GET", `/v1/authorizations/${id}`, {
+        token: root.token,
+      }),
+    ).authorization;
+    return view;
+  };
+  const shop = { name: "FARMACIA SAN PABLO", mcc: "5912" };
+  let authorizationId = "";
+  record(
+    await oneEvent("card_authorization.created", root.clientId, async () => {
+      authorizationId = expectOk(
+        await call<{ authorization_id: string }>(t.app, "POST", "/v1/sandbox/cards/authorizations", {
+          token: root.token,
+          body: { card_id: cardId, amount: 20, merchant: shop },
+        }),
+      ).authorization_id;
+      answer = await authorizationNow(authorizationId);
+    }),
+    answer,
+  );
+  const simulate = async (path: string, body: Record<string, unknown>) =>
+    expectOk(await call(t.app, "POST", `/v1/sandbox/cards/${path}`, { token: root.token, body }));
+  record(
+    await oneEvent("card_authorization.updated", root.clientId, async () => {
+      await simulate(`authorizations/${authorizationId}/reverse`, { amount: 5 });
+      answer = await authorizationNow(authorizationId);
+    }),
+    answer,
+  );
+  record(
+    await oneEvent("card_transaction.created", root.clientId, async () => {
+      await simulate(`authorizations/${authorizationId}/clear`, {});
+    }),
+    undefined,
+  );
   const topup = (extra: Record<string, unknown>) =>
     call<{ topup: unknown }>(t.app, "POST", "/v1/airtime/topup", {
       token: root.token,
@@ -352,6 +391,8 @@ test("every event type: written with its change, shaped like the API's answer, d
     "transfer.out.returned",
     "airtime.completed",
     "card.status_changed",
+    "card_authorization.created",
+    "card_authorization.updated",
   ]) {
     assert.deepEqual(seen.get(type)?.data, answers.get(type), `${type} data differs from the API's answer`);
   }
@@ -363,6 +404,14 @@ test("every event type: written with its change, shaped like the API's answer, d
   assert.equal(createdData.id, sent.transfer.id);
   assert.equal(createdData.status, "PENDIENTE");
   assert.equal((seen.get("airtime.failed")?.data as { status?: string } | undefined)?.status, "FAILED");
+  assert.deepEqual(
+    [
+      seen.get("card_transaction.created")?.data.type,
+      seen.get("card_transaction.created")?.data.amount,
+      seen.get("card_transaction.created")?.data.authorization_id,
+    ],
+    ["CLEARING", 15, authorizationId],
+  );
 
   // No secret in any event. The PIN is four digits, so it is looked for as a value of its own:
   // as a bare substring it turns up inside ids and numbers now and then. UUIDs go first: a

@@ -50,6 +50,7 @@ interface Party {
   eventId: string;
   orderId: string;
   topupId: string;
+  authorizationId: string;
 }
 
 let t: TestApp;
@@ -110,6 +111,12 @@ async function equip(name: string, tenant: Tenant): Promise<Party> {
       body: { product_id: telcel100, phone_number: "5512345678", email: "cliente@example.com" },
     }),
   ).topup;
+  const authorization = expectOk(
+    await call<{ authorization_id: string }>(t.app, "POST", "/v1/sandbox/cards/authorizations", {
+      ...auth,
+      body: { card_id: card.id, amount: 10, merchant },
+    }),
+  );
   const webhook = expectOk(
     await call<{ webhook: { id: string } }>(t.app, "POST", "/v1/webhooks", {
       ...auth,
@@ -136,6 +143,7 @@ async function equip(name: string, tenant: Tenant): Promise<Party> {
     eventId,
     orderId: order.id,
     topupId: topup.id,
+    authorizationId: authorization.authorization_id,
   };
 }
 
@@ -198,7 +206,10 @@ const notFound = {
   topup: errors.airtimeTopupNotFound.code,
   webhook: errors.webhookNotFound.code,
   event: errors.eventNotFound.code,
+  authorization: errors.authorizationNotFound.code,
 };
+
+const merchant = { name: "OXXO CENTRO", mcc: "5411" };
 
 const one = (variant: string, url: string, code: number, body?: unknown): Attempt[] => [
   { variant, url, code, ...(body !== undefined ? { body } : {}) },
@@ -323,6 +334,61 @@ const matrix: Record<string, Attempts> = {
   "POST /v1/sandbox/spei/orders/{id}/return": (_, x) =>
     one("order", `/v1/sandbox/spei/orders/${x.orderId}/return`, notFound.order, { cause: "02" }),
   "GET /v1/airtime/topups/{id}": (_, x) => one("topup", `/v1/airtime/topups/${x.topupId}`, notFound.topup),
+  "GET /v1/cards/{id}/authorizations": (_, x) =>
+    one("card", `/v1/cards/${x.cardId}/authorizations`, notFound.card),
+  "GET /v1/authorizations/{id}": (_, x) =>
+    one("authorization", `/v1/authorizations/${x.authorizationId}`, notFound.authorization),
+  "POST /v1/sandbox/cards/authorizations": (_, x) =>
+    one("card", "/v1/sandbox/cards/authorizations", notFound.card, {
+      card_id: x.cardId,
+      amount: 1,
+      merchant,
+    }),
+  "POST /v1/sandbox/cards/authorizations/{id}/advice": (_, x) =>
+    one(
+      "authorization",
+      `/v1/sandbox/cards/authorizations/${x.authorizationId}/advice`,
+      notFound.authorization,
+      {
+        amount: 1,
+      },
+    ),
+  "POST /v1/sandbox/cards/authorizations/{id}/reverse": (_, x) =>
+    one(
+      "authorization",
+      `/v1/sandbox/cards/authorizations/${x.authorizationId}/reverse`,
+      notFound.authorization,
+      {},
+    ),
+  "POST /v1/sandbox/cards/authorizations/{id}/clear": (_, x) =>
+    one(
+      "authorization",
+      `/v1/sandbox/cards/authorizations/${x.authorizationId}/clear`,
+      notFound.authorization,
+      {},
+    ),
+  "POST /v1/sandbox/cards/authorizations/{id}/expire": (_, x) =>
+    one(
+      "authorization",
+      `/v1/sandbox/cards/authorizations/${x.authorizationId}/expire`,
+      notFound.authorization,
+      {},
+    ),
+  "POST /v1/sandbox/cards/force_posts": (_, x) =>
+    one("card", "/v1/sandbox/cards/force_posts", notFound.card, { card_id: x.cardId, amount: 1, merchant }),
+  "POST /v1/sandbox/cards/refunds": (me, x) => [
+    ...one("their card", "/v1/sandbox/cards/refunds", notFound.card, {
+      card_id: x.cardId,
+      amount: 1,
+      merchant,
+    }),
+    ...one("my card, their authorization", "/v1/sandbox/cards/refunds", notFound.authorization, {
+      card_id: me.cardId,
+      amount: 1,
+      merchant,
+      authorization_id: x.authorizationId,
+    }),
+  ],
 };
 
 /**
@@ -334,6 +400,8 @@ const exempt: Record<string, string> = {
   "POST /v1/rails/spei/incoming": "the rail's signed callback: no tenant calls it (signature tests cover it)",
   "POST /v1/rails/spei/order-state":
     "the rail's signed callback: no tenant calls it (signature tests cover it)",
+  "POST /v1/rails/cards/messages":
+    "the card processor's signed messages: no tenant calls it (signature tests cover it)",
 };
 
 /** Field names that identify a resource; external_id is the caller's own free reference. */

@@ -76,7 +76,8 @@ async function processInTransaction(
     cardId: outcome.card?.id ?? null,
     clientId: outcome.card?.client_id ?? null,
     authorizationId: outcome.authorization?.id ?? null,
-    amountCents: outcome.amountCents,
+    // A decline moved nothing; its row keeps what was asked.
+    amountCents: outcome.result === "DECLINED" ? (message.amountCents ?? 0n) : outcome.amountCents,
     entryId: outcome.entryId,
     reversesMessageId: outcome.reversesMessageId ?? null,
     fileId: message.fileId ?? null,
