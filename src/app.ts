@@ -130,6 +130,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerEventMetrics(metrics, ctx.db);
   metrics.registerMetric(ctx.paymentCounters.batches);
   metrics.registerMetric(ctx.paymentCounters.payments);
+  metrics.registerMetric(ctx.cardMessages.counters.messages);
+  metrics.registerMetric(ctx.cardMessages.counters.batches);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
 

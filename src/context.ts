@@ -9,6 +9,7 @@ import { CardCache } from "./modules/cards/card-cache.ts";
 import { alignTransactionCounter } from "./modules/events/xid-counter.ts";
 import { PaymentBatcher } from "./modules/payments/batcher.ts";
 import { countBatches, type PaymentCounters, paymentCounters } from "./modules/payments/metrics.ts";
+import { CardMessages } from "./modules/purchases/processor.ts";
 import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { KnownCards } from "./modules/transfers/known-cards.ts";
@@ -39,6 +40,8 @@ export interface AppContext {
   cardCache: CardCache;
   /** The payment batcher's counters, which the app's /metrics shows. */
   paymentCounters: PaymentCounters;
+  /** The card network's messages; authorizations are decided in batches. */
+  cardMessages: CardMessages;
 }
 
 export async function createContext(
@@ -90,5 +93,9 @@ export async function createContext(
     cardCache: new CardCache(),
     paymentCounters: counters,
     cardholderLookups: new CardholderLookups(database.db),
+    cardMessages: new CardMessages(database.db, {
+      holdDays: config.holdDays,
+      lodgingHoldDays: config.lodgingHoldDays,
+    }),
   };
 }

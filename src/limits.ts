@@ -224,6 +224,10 @@ export const limits = {
   tipToleranceMccs: ["5812", "5813", "5814"] as readonly string[],
   /** Card purchases: the tip a clearing may add on those MCCs, in percent of what was authorized. */
   tipTolerancePercent: 20,
+  /** Card purchases: authorizations written together in one statement, at most. */
+  authorizationBatchMax: 64,
+  /** Card purchases: authorization batches in flight per process (a card always uses the same one). */
+  authorizationBatchLanes: 2,
   /** Card purchases: expired holds one pass of the expiry worker releases. */
   holdExpiryBatch: 64,
   /** A card network message's body, in bytes. */

@@ -10,6 +10,7 @@ import { after, before, test } from "node:test";
 import fc from "fast-check";
 import type { InjectOptions } from "fastify";
 import { limits } from "../src/limits.ts";
+import { cardNetworkSignatureHeader } from "../src/modules/rails/routes.ts";
 import { signSpeiCallback, speiSignatureHeader } from "../src/modules/transfers/signature.ts";
 import { call, createSubClient, createTenant, expectOk, type Tenant } from "./helpers/api.ts";
 import { cardsFor } from "./helpers/cards.ts";
@@ -80,7 +81,12 @@ async function strangerResources(): Promise<Record<string, string>> {
 
 before(async () => {
   // A long auth cache: the fuzzer's token is checked thousands of times; the cache is not under test.
-  t = await startTestApp({ speiWebhookSecret: railSecret, authCacheSeconds: 600, logLevel: "warn" });
+  t = await startTestApp({
+    speiWebhookSecret: railSecret,
+    cardNetworkSecret: railSecret,
+    authCacheSeconds: 600,
+    logLevel: "warn",
+  });
   speiSimulator(t).hold();
   owner = await createTenant(t, { available: 1_000_000 });
   const sub = await createSubClient(t, owner, 1000);
@@ -642,7 +648,8 @@ function baseUrl(route: RouteInfo, pathOverride?: Record<string, string>): strin
 
 function signedHeaders(route: RouteInfo, raw: string): Record<string, string> {
   if (!route.path.startsWith("/v1/rails/")) return {};
-  return { [speiSignatureHeader]: signSpeiCallback(railSecret, raw, Math.floor(Date.now() / 1000)) };
+  const header = route.path.startsWith("/v1/rails/cards/") ? cardNetworkSignatureHeader : speiSignatureHeader;
+  return { [header]: signSpeiCallback(railSecret, raw, Math.floor(Date.now() / 1000)) };
 }
 
 function bodyFields(route: RouteInfo): Record<string, Json> {

@@ -22,10 +22,13 @@ export interface LedgerBatch {
 
 export type BatchEntry = Required<Pick<EntryInput, "id">> & EntryInput;
 
-export function ledgerBatch(entries: BatchEntry[]): LedgerBatch {
+/**
+ * `chosen` names the shard of a sharded account the batch must post to (a batch of card holds
+ * records the shard its holds sit on); the others are drawn at random.
+ */
+export function ledgerBatch(entries: BatchEntry[], chosen = new Map<string, string>()): LedgerBatch {
   // One shard per sharded account for the whole batch: the batch is one transaction, so spreading
   // its entries would only lock and update more rows.
-  const chosen = new Map<string, string>();
   const placed = entries.map((entry) => ({ ...entry, postings: onShards(entry.postings, chosen) }));
   for (const entry of placed) assertBalanced(entry.postings);
   const net = netByAccount(placed.flatMap((entry) => entry.postings)).filter(([, delta]) => delta !== 0n);

@@ -39,7 +39,24 @@ export function cardDeclineReason(card: repo.CardState): DeclineReason | null {
   return null;
 }
 
-function authorizationCode(): string {
+/**
+ * The decision on the card as it is now: a decline reason, or the amount approved (what was asked,
+ * or with partial approval allowed, what the card can spend when it is short).
+ */
+export function decide(
+  card: repo.CardState,
+  message: Pick<CardMessage, "amountCents" | "partialAllowed">,
+): { reason: DeclineReason | null; approved: bigint } {
+  const asked = message.amountCents ?? 0n;
+  const reason = cardDeclineReason(card);
+  if (reason !== null) return { reason, approved: 0n };
+  const available = spendable(card);
+  if (asked <= available) return { reason: null, approved: asked };
+  if (message.partialAllowed && available > 0n) return { reason: null, approved: available };
+  return { reason: "INSUFFICIENT_FUNDS", approved: 0n };
+}
+
+export function authorizationCode(): string {
   return String(randomInt(0, 1_000_000)).padStart(6, "0");
 }
 
@@ -52,13 +69,7 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
   const card = message.card ? await repo.lockCard(tx, message.card) : undefined;
   if (!card) return unknownCard();
   const asked = message.amountCents ?? 0n;
-  const available = spendable(card);
-  let reason: DeclineReason | null = cardDeclineReason(card);
-  let approved = asked;
-  if (reason === null && asked > available) {
-    if (message.partialAllowed && available > 0n) approved = available;
-    else reason = "INSUFFICIENT_FUNDS";
-  }
+  const { reason, approved } = decide(card, message);
   if (reason !== null) {
     const declined = await newAuthorization(tx, message, card, { status: "DECLINED", reason, held: 0n });
     return {

@@ -25,6 +25,12 @@ export interface MessageAnswer {
   balance: { available: number; held: number; owed: number } | null;
 }
 
+/** A message's answer, and whether it repeats the answer given to the same message id before. */
+export interface Processed {
+  answer: MessageAnswer;
+  replayed: boolean;
+}
+
 const handlers: Record<
   CardMessage["type"],
   (tx: Tx, m: CardMessage, s: PurchaseSettings) => Promise<Outcome>
@@ -51,7 +57,7 @@ export async function processMessage(
   db: Db,
   message: CardMessage,
   settings: PurchaseSettings,
-): Promise<{ answer: MessageAnswer; replayed: boolean }> {
+): Promise<Processed> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await db.transaction().execute((tx) => processInTransaction(tx, message, settings));
@@ -167,5 +173,5 @@ export async function messageOf(
 
 /** The settings purchases take from the configuration. */
 export function purchaseSettings(ctx: AppContext): PurchaseSettings {
-  return { holdDays: ctx.config.holdDays, lodgingHoldDays: ctx.config.lodgingHoldDays };
+  return ctx.cardMessages.settings;
 }

@@ -8,7 +8,7 @@ import { responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
 import { CardMessageBody, type CardMessageBodyType, MessageAnswerData } from "../purchases/schemas.ts";
-import { messageOf, processMessage, purchaseSettings } from "../purchases/service.ts";
+import { messageOf } from "../purchases/service.ts";
 import {
   AbonoResultData,
   abonoOf,
@@ -153,7 +153,7 @@ const receiveCardMessageRoute: Operation = (scope, ctx) => {
     },
     async (request, reply) => {
       const message = await messageOf(ctx, request.body);
-      const { answer, replayed } = await processMessage(ctx.db, message, purchaseSettings(ctx));
+      const { answer, replayed } = await ctx.cardMessages.process(message);
       if (replayed) reply.header("idempotent-replayed", "true");
       return ok(answer);
     },

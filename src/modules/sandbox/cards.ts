@@ -9,7 +9,7 @@ import { cardOrThrow } from "../cards/service.ts";
 import type { CardMessage } from "../purchases/message.ts";
 import * as purchases from "../purchases/repository.ts";
 import type { MerchantType } from "../purchases/schemas.ts";
-import { type MessageAnswer, processMessage, purchaseSettings } from "../purchases/service.ts";
+import type { MessageAnswer } from "../purchases/service.ts";
 
 /**
  * The network simulator (as Lithic's /v1/simulate/*): each call builds the message the processor
@@ -64,7 +64,7 @@ export async function simulateCardMessage(
     partialAllowed: input.partial_allowed ?? false,
     isFinal: input.is_final ?? true,
   };
-  return (await processMessage(ctx.db, message, purchaseSettings(ctx))).answer;
+  return (await ctx.cardMessages.process(message)).answer;
 }
 
 /** A clearing with no amount settles all of what the authorization holds now. */

@@ -1,0 +1,113 @@
+import { sql } from "kysely";
+import type { Db } from "../../db/database.ts";
+import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
+import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
+import type { AuthorizationRow, CardState } from "./repository.ts";
+
+/** A card as a batch of authorizations reads it (unlocked), with what its authorizations hold. */
+export interface BatchCard extends CardState {
+  pan_fingerprint: string;
+  held_cents: bigint;
+}
+
+/** The cards the batch names (by id or by number's fingerprint), read without locks. */
+export async function readBatchCards(db: Db, ids: string[], fingerprints: string[]): Promise<BatchCard[]> {
+  const result = await sql<BatchCard>`
+    select c.id, c.pan_fingerprint, c.client_id, c.status, c.expires_on::text as expires_on,
+      exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
+      la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents,
+      (select coalesce(sum(h.held_cents), 0) from card_authorizations h
+        where h.card_id = c.id and h.status = 'PENDING')::bigint as held_cents
+    from cards c
+    join clients cl on cl.id = c.client_id
+    join ledger_accounts la on la.id = c.id
+    left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
+    where c.id = any(${ids}::uuid[]) or c.pan_fingerprint = any(${fingerprints}::text[])`.execute(db);
+  return result.rows;
+}
+
+/** The answers already given to any of these message ids. */
+export async function answeredMessages(db: Db, messageIds: string[]): Promise<Map<string, unknown>> {
+  const rows = await db
+    .selectFrom("card_network_messages")
+    .select(["message_id", "response"])
+    .where("message_id", "in", messageIds)
+    .execute();
+  return new Map(rows.map((row) => [row.message_id, row.response]));
+}
+
+export interface MessageRow {
+  messageId: string;
+  cardId: string | null;
+  clientId: string | null;
+  authorizationId: string | null;
+  amountCents: bigint;
+  entryId: string | null;
+  merchant: unknown;
+  response: unknown;
+}
+
+export interface AuthorizationBatch {
+  /** Cards with an approval: each must still be ACTIVE, of enabled clients, owing what was read. */
+  approvedCards: Array<{ id: string; owedCents: bigint }>;
+  entries: BatchEntry[];
+  holdShard: { account: string; shard: string };
+  authorizations: Array<Omit<AuthorizationRow, "force_post" | "cleared_cents">>;
+  messages: MessageRow[];
+  events: OutboxEvent[];
+}
+
+/**
+ * A batch of decided authorizations as ONE statement, its own transaction: the approved cards as
+ * they were decided on, the holds (the ledger locks the cards' rows in id order, then the shard,
+ * and each card must still cover its holds), the authorizations, the messages with their answers
+ * (a message id taken meanwhile is a unique violation) and the events. Any check that fails raises
+ * EM001 and the statement writes nothing; the caller then runs each message on its own.
+ */
+export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatch): Promise<void> {
+  const ledger = ledgerBatch(batch.entries, new Map([[batch.holdShard.account, batch.holdShard.shard]]));
+  const a = batch.authorizations;
+  const m = batch.messages;
+  const cards = batch.approvedCards;
+  await sql`
+    with cards_as_decided as (
+      select c.id from cards c
+      join clients cl on cl.id = c.client_id
+      join unnest(${cards.map((c) => c.id)}::uuid[], ${cards.map((c) => String(c.owedCents))}::bigint[])
+        as v(id, owed_cents) on v.id = c.id
+      left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
+      where c.status = 'ACTIVE' and coalesce(-o.balance_cents, 0) = v.owed_cents
+        and not exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE')),
+    ${ledger.ctes},
+    authorizations as (
+      insert into card_authorizations (id, card_id, client_id, status, currency, merchant_amount,
+        requested_cents, authorized_cents, held_cents, authorization_code, decline_reason, channel,
+        partial_allowed, merchant, mcc, hold_account_id, expires_at, created_at, updated_at)
+      select * from unnest(${a.map((x) => x.id)}::uuid[], ${a.map((x) => x.card_id)}::uuid[],
+        ${a.map((x) => x.client_id)}::uuid[], ${a.map((x) => x.status)}::text[], ${a.map((x) => x.currency)}::text[],
+        ${a.map((x) => String(x.merchant_amount))}::bigint[], ${a.map((x) => String(x.requested_cents))}::bigint[],
+        ${a.map((x) => String(x.authorized_cents))}::bigint[], ${a.map((x) => String(x.held_cents))}::bigint[],
+        ${a.map((x) => x.authorization_code)}::text[], ${a.map((x) => x.decline_reason)}::text[],
+        ${a.map((x) => x.channel)}::text[], ${a.map((x) => x.partial_allowed)}::boolean[],
+        ${a.map((x) => JSON.stringify(x.merchant))}::jsonb[], ${a.map((x) => x.mcc)}::text[],
+        ${a.map((x) => x.hold_account_id)}::uuid[], ${a.map((x) => x.expires_at?.toISOString() ?? null)}::timestamptz[],
+        ${a.map((x) => x.created_at.toISOString())}::timestamptz[], ${a.map((x) => x.updated_at.toISOString())}::timestamptz[])
+      returning id),
+    messages as (
+      insert into card_network_messages (message_id, type, card_id, client_id, authorization_id, amount_cents,
+        entry_id, merchant, response)
+      select v.message_id, 'AUTHORIZATION', v.card_id, v.client_id, v.authorization_id, v.amount_cents,
+        v.entry_id, v.merchant, v.response
+      from unnest(${m.map((x) => x.messageId)}::text[], ${m.map((x) => x.cardId)}::uuid[],
+        ${m.map((x) => x.clientId)}::uuid[], ${m.map((x) => x.authorizationId)}::uuid[],
+        ${m.map((x) => String(x.amountCents))}::bigint[], ${m.map((x) => x.entryId)}::uuid[],
+        ${m.map((x) => JSON.stringify(x.merchant ?? null))}::jsonb[], ${m.map((x) => JSON.stringify(x.response))}::jsonb[])
+        as v(message_id, card_id, client_id, authorization_id, amount_cents, entry_id, merchant, response)
+      returning seq),
+    ${eventsWithDeliveries(batch.events)}
+    select
+      emisor_require((select count(*) from cards_as_decided) = ${cards.length}, 'a card changed') as cards,
+      ${ledger.steps},
+      (select count(*) from authorizations) + (select count(*) from messages) as rows,
+      (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events`.execute(db);
+}
