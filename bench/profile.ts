@@ -1,9 +1,10 @@
 /**
  * CPU profile of one scenario, for finding where a figure goes:
- *   npm run build && node --import tsx bench/profile.ts [payment|keyed|ciphered|distinct|lookup|listing|transfer|/v1/any/get/path] [seconds] [connections]
+ *   npm run build && node --import tsx bench/profile.ts [payment|keyed|ciphered|distinct|lookup|listing|transfer|authorization|/v1/any/get/path] [seconds] [connections]
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection; `transfer`
- * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on.)
+ * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on; `authorization`
+ * sends the card processor's signed AUTHORIZATION messages over 200 funded cards.)
  * NO_WORKERS=1 turns the background workers off. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
@@ -15,10 +16,22 @@ import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
-import { cardPayments, distinctPayerRequests, load, transferOutRequests } from "./lib/load.ts";
+import {
+  authorizationRequests,
+  cardPayments,
+  distinctPayerRequests,
+  load,
+  transferOutRequests,
+} from "./lib/load.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
-import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
+import {
+  benchCardNetworkSecret,
+  benchMasterKey,
+  describeBatches,
+  emisorEnv,
+  ServerProcess,
+} from "./lib/server.ts";
 
 const scenario = process.argv[2] ?? "payment";
 const seconds = Number(process.argv[3] ?? 10);
@@ -97,6 +110,8 @@ async function main(): Promise<void> {
       });
       distinct = distinctPayerRequests(clients, theirs);
     }
+    if (scenario === "authorization")
+      await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
     if (scenario === "transfer") {
       await seed.pool(cards.slice(0, 100), 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
       await seed.setPins(
@@ -144,24 +159,37 @@ async function main(): Promise<void> {
                 request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
                 onMeasureStart: measureCpu,
               }
-            : {
-                url: `${server.url}${scenario === "transfer" ? "/v1/transfer/cards" : "/v1/cards/payment"}`,
-                method: "POST",
-                connections,
-                warmupSeconds: 1,
-                seconds,
-                headers: { authorization: `Bearer ${root.token}` },
-                // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
-                request:
-                  scenario === "transfer"
-                    ? transferOutRequests(
-                        cards.slice(0, 100).map((card) => card.id),
-                        "4821",
-                        buildClabe("012", "180", 123456n),
-                      )
-                    : (distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined)),
-                onMeasureStart: measureCpu,
-              },
+            : scenario === "authorization"
+              ? {
+                  url: `${server.url}/v1/rails/cards/messages`,
+                  method: "POST",
+                  connections,
+                  warmupSeconds: 1,
+                  seconds,
+                  request: authorizationRequests(
+                    cards.map((card) => card.id),
+                    benchCardNetworkSecret,
+                  ),
+                  onMeasureStart: measureCpu,
+                }
+              : {
+                  url: `${server.url}${scenario === "transfer" ? "/v1/transfer/cards" : "/v1/cards/payment"}`,
+                  method: "POST",
+                  connections,
+                  warmupSeconds: 1,
+                  seconds,
+                  headers: { authorization: `Bearer ${root.token}` },
+                  // `keyed`: every payment with its own Idempotency-Key, as integrators send them.
+                  request:
+                    scenario === "transfer"
+                      ? transferOutRequests(
+                          cards.slice(0, 100).map((card) => card.id),
+                          "4821",
+                          buildClabe("012", "180", 123456n),
+                        )
+                      : (distinct ?? cardPayments(numbers, scenario === "keyed" ? "pay" : undefined)),
+                  onMeasureStart: measureCpu,
+                },
     );
     const after = cpuSnapshot(server.pid);
     const { batches, eventLoopP99Ms } = await server.metrics();
@@ -170,6 +198,11 @@ async function main(): Promise<void> {
     );
     if (before) process.stdout.write(`${describeCpu(before, after, result.measured, seconds)}\n`);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const authorizationBatches = metrics
+      .split("\n")
+      .filter((line) => line.startsWith("emisor_authorization_batches_total{"))
+      .join(", ");
+    if (authorizationBatches) process.stdout.write(`authorization batches: ${authorizationBatches}\n`);
     const gauge = (name: string) =>
       Math.round(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 2 ** 20);
     process.stdout.write(

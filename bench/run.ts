@@ -10,6 +10,7 @@
  * seeds through the CLI, the API and (bulk history) SQL, runs autocannon scenarios with a warm-up,
  * checks the books after every money scenario, and prints and saves one table.
  */
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
@@ -19,6 +20,7 @@ import { limits } from "../src/limits.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
 import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import {
+  authorizationRequests,
   cardPayments,
   distinctPayerRequests,
   type LoadOptions,
@@ -29,7 +31,13 @@ import {
 import { Postgres, pgbenchPaymentStatement, pgbenchSimpleUpdate } from "./lib/pg.ts";
 import { rsaDecryptionsPerSecond } from "./lib/rsa.ts";
 import * as seed from "./lib/seed.ts";
-import { benchMasterKey, describeBatches, emisorEnv, ServerProcess } from "./lib/server.ts";
+import {
+  benchCardNetworkSecret,
+  benchMasterKey,
+  describeBatches,
+  emisorEnv,
+  ServerProcess,
+} from "./lib/server.ts";
 
 type Mode = "full" | "quick" | "smoke";
 const mode: Mode = process.argv.includes("--smoke")
@@ -50,6 +58,7 @@ const size = {
     pgSeconds: 15,
     rsaSeconds: 5,
     pgliteCards: 200,
+    authorizationCards: 10_000,
   },
   quick: {
     warmup: 1,
@@ -63,6 +72,7 @@ const size = {
     pgSeconds: 5,
     rsaSeconds: 2,
     pgliteCards: 50,
+    authorizationCards: 1_000,
   },
   smoke: {
     warmup: 0,
@@ -76,6 +86,7 @@ const size = {
     pgSeconds: 2,
     rsaSeconds: 1,
     pgliteCards: 5,
+    authorizationCards: 20,
   },
 }[mode];
 
@@ -369,7 +380,8 @@ async function runScenarios(
     ratio: ratio(keyed.rps, hot64.rps),
   });
 
-  await distinctClients(server, clients, clientCards, ceiling);
+  const distinct = await distinctClients(server, clients, clientCards, ceiling);
+  await authorizations(server, root, distinct);
   await cipheredPayments(server, root, ciphered, ceiling);
   // Transfers out are compared with hot-account payments measured right before them: the machine
   // drifts within one run (by a quarter on 2026-11-28), and a figure from minutes earlier would
@@ -399,7 +411,7 @@ async function distinctClients(
   clients: seed.Client[],
   cards: seed.SeededCard[],
   ceiling: Record<string, number>,
-): Promise<void> {
+): Promise<number> {
   const since = await postingsWatermark(pgs, appDb);
   const start = await balancesOf(
     pgs,
@@ -427,6 +439,65 @@ async function distinctClients(
     target: ">= 0.8 x spread statement",
     pass: r >= 0.8,
   });
+  return result.rps;
+}
+
+/**
+ * The card processor's AUTHORIZATION messages (1.00 MXN each, signed) over many active cards of one
+ * tenant, compared with the same run's distinct-clients payments. Afterwards the books, and the
+ * holds: CARD_HOLDS equals what the pending authorizations hold, and no fewer authorizations were
+ * recorded than the load generator saw answered.
+ */
+async function authorizations(server: ServerProcess, root: seed.Client, distinctRps: number): Promise<void> {
+  step(`seed: ${size.authorizationCards} active cards for authorizations`);
+  const cards = await seed.seedCards(server.url, root, size.authorizationCards);
+  await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 1_000));
+  await pgs.sql(appDb, "vacuum analyze");
+  const since = await postingsWatermark(pgs, appDb);
+  const result = await scenario(server, "authorizations", {
+    url: `${server.url}/v1/rails/cards/messages`,
+    method: "POST",
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    request: authorizationRequests(
+      cards.map((card) => card.id),
+      benchCardNetworkSecret,
+    ),
+  });
+  await checkBooks(pgs, appDb, since, new Map(), undefined);
+  await checkHolds(result.ok2xxTotal);
+  await pgs.sql(appDb, "vacuum analyze");
+  const r = ratio(result.rps, distinctRps);
+  record({
+    key: "authorization_64_rps",
+    figure: `card authorizations over ${cards.length} cards (64 connections)`,
+    value: result.rps,
+    unit: "req/s",
+    ceiling: distinctRps,
+    ratio: r,
+    target: ">= 1.0 x distinct-clients payments",
+    pass: r >= 1.0,
+  });
+  record({
+    key: "authorization_64_p99_ms",
+    figure: "card authorizations p99",
+    value: result.p99,
+    unit: "ms",
+    target: "<= 25 ms",
+    pass: result.p99 <= 25,
+  });
+}
+
+async function checkHolds(answered: number): Promise<void> {
+  const [holds] = await pgs.sql<{ ledger: string; pending: string; approved: string }>(
+    appDb,
+    `select (select sum(balance_cents) from ledger_accounts where code like 'CARD_HOLDS%')::text as ledger,
+       (select coalesce(sum(held_cents), 0) from card_authorizations where status = 'PENDING')::text as pending,
+       (select count(*) from card_network_messages where type = 'AUTHORIZATION')::text as approved`,
+  );
+  assert.equal(holds?.ledger, holds?.pending, "CARD_HOLDS differs from what pending authorizations hold");
+  assert.ok(Number(holds?.approved) >= answered, "fewer authorizations recorded than answered 2xx");
 }
 
 async function cipheredPayments(

@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import autocannon from "autocannon";
 import type { Client, SeededCard } from "./seed.ts";
 
@@ -155,5 +156,31 @@ export function distinctPayerRequests(
       headers: { authorization: `Bearer ${client.token}` },
       body: paymentBody(mine[(context.i as number) % mine.length] ?? ""),
     };
+  };
+}
+
+/**
+ * Signed AUTHORIZATION messages of 1.00 MXN over `cards` in turn, each with a message id of its own,
+ * as a card processor sends them (header X-Card-Network-Signature under `secret`).
+ */
+export function authorizationRequests(
+  cards: string[],
+  secret: string,
+): () => { body: string; headers: Record<string, string> } {
+  let n = 0;
+  const run = `${process.pid}-${Date.now()}`;
+  return () => {
+    const body = JSON.stringify({
+      message_id: `BENCH-${run}-${n}`,
+      type: "AUTHORIZATION",
+      card_id: cards[n++ % cards.length],
+      amount: 100,
+      currency: "484",
+      channel: "CONTACTLESS",
+      merchant: { name: "BENCH MERCHANT", city: "CDMX", country: "MEX", mcc: "5411", acceptor_id: "B1" },
+    });
+    const t = Math.floor(Date.now() / 1000);
+    const mac = createHmac("sha256", secret).update(`${t}.${body}`).digest("hex");
+    return { body, headers: { "x-card-network-signature": `t=${t},v1=${mac}` } };
   };
 }

@@ -31,6 +31,9 @@ function parseServeScript(): { args: string[]; env: Record<string, string> } {
 /** The master key of every Emisor this bench process starts (seeding ciphers card numbers with it). */
 export const benchMasterKey = randomBytes(32).toString("hex");
 
+/** The secret the bench signs card network messages with, as a processor would. */
+export const benchCardNetworkSecret = randomBytes(16).toString("hex");
+
 /** Emisor's environment in the bench: loopback, any free port, warn logs, sandbox, plus `extra`. */
 export function emisorEnv(extra: Record<string, string>): Record<string, string> {
   return {
@@ -40,6 +43,7 @@ export function emisorEnv(extra: Record<string, string>): Record<string, string>
     EMISOR_MASTER_KEY: benchMasterKey,
     EMISOR_SANDBOX: "true",
     EMISOR_WORKERS: "true",
+    EMISOR_CARD_NETWORK_SECRET: benchCardNetworkSecret,
     ...extra,
   };
 }
