@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
 import { shardsOf, systemAccounts } from "../src/ledger/accounts.ts";
-import { balanceOf } from "../src/ledger/ledger.ts";
-import { expireHolds } from "../src/modules/purchases/expiry.ts";
+import { balanceOf, postEntry } from "../src/ledger/ledger.ts";
+import { expireHolds, repayOwingCards } from "../src/modules/purchases/expiry.ts";
 import { purchaseSettings } from "../src/modules/purchases/service.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { spendableCard } from "./helpers/cards.ts";
@@ -263,6 +263,29 @@ test("a force post past the balance is owed, shown on the card, and repaid first
       [true, "SETTLED", 80],
     ],
   );
+  await assertLedgerBalanced(t);
+});
+
+test("money that reaches a card that owes by another path is repaid by the sweep", async () => {
+  const cardId = await card(10);
+  await message({ type: "CLEARING", card_id: cardId, amount: 3_000, merchant });
+  // As a returned transfer out credits a card: straight to its account, repaying nothing.
+  await t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST_CREDIT",
+      clientId: tenant.clientId,
+      postings: [
+        { accountId: systemAccounts.sandboxFunding, amountCents: -5_000n },
+        { accountId: cardId, amountCents: 5_000n },
+      ],
+    }),
+  );
+  let view = await cardView(cardId);
+  assert.deepEqual([view.card.available, view.card.owed], [30, 20]);
+  assert.ok((await repayOwingCards(t.ctx.db, 64)) >= 1);
+  view = await cardView(cardId);
+  assert.deepEqual([view.card.available, view.card.owed, view.card.balance], [30, 0, 30]);
+  assert.equal(await repayOwingCards(t.ctx.db, 64), 0);
   await assertLedgerBalanced(t);
 });
 

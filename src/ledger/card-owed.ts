@@ -35,6 +35,18 @@ export async function cardsToRepay(db: Queryable, cardIds: readonly string[]): P
 }
 
 /**
+ * Cards that owe money and hold some now, whatever brought it (a returned transfer out, an incoming
+ * payment while its repayment failed): at most `limit`, for the repayment worker's pass.
+ */
+export async function owingCardsWithMoney(db: Queryable, limit: number): Promise<string[]> {
+  const rows = await sql<{ card_id: string }>`
+    select o.card_id from ledger_accounts o join ledger_accounts c on c.id = o.card_id
+    where o.kind = 'CARD_OWED' and o.balance_cents < 0 and c.balance_cents > 0
+    limit ${limit}`.execute(db);
+  return rows.rows.map((row) => row.card_id);
+}
+
+/**
  * Repays what the card owes from what it holds, as far as it goes, in one entry. The card's row is
  * locked first, as every movement of a card's money locks it, so repayments and purchases of one
  * card apply one at a time. Returns the centavos repaid.

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/database.ts";
+import { owingCardsWithMoney, repayOwed } from "../../ledger/card-owed.ts";
 import type { PurchaseSettings } from "./message.ts";
 import * as repo from "./repository.ts";
 import { processMessage } from "./service.ts";
@@ -29,4 +30,15 @@ export async function expireHolds(db: Db, settings: PurchaseSettings, batch: num
     );
   }
   return due.length;
+}
+
+/**
+ * One pass of the repayment sweep: money that reached a card that owes by a path that does not
+ * repay at once (a returned transfer out) repays the debt here, each card in its own transaction.
+ * Until then a purchase already counts the debt against what the card can spend.
+ */
+export async function repayOwingCards(db: Db, batch: number): Promise<number> {
+  const cards = await owingCardsWithMoney(db, batch);
+  for (const cardId of cards) await db.transaction().execute((tx) => repayOwed(tx, cardId));
+  return cards.length;
 }
