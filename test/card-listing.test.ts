@@ -25,6 +25,9 @@ interface ListedCard {
   last_four: string;
   expiration: string;
   balance: number;
+  available: number;
+  held: number;
+  owed: number;
   product: { id: string; code: string; name: string };
   cardholder_id: string;
   client_id: string;
@@ -121,6 +124,9 @@ test("lists the assigned cards newest first in the summary shape; stock is not l
     last_four: detail.last_four,
     expiration: detail.expiration,
     balance: 12.5,
+    available: 12.5,
+    held: 0,
+    owed: 0,
     product: detail.product,
     cardholder_id: detail.cardholder_id,
     client_id: tenant.clientId,

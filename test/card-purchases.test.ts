@@ -110,6 +110,11 @@ test("an approval holds the amount; a repeated message id answers the first answ
     },
     { balance: 500, available: 376.55, held: 123.45, owed: 0 },
   );
+  const listed = expectOk(await call(t.app, "GET", "/v1/cards?per_page=100", { token: tenant.token })) as {
+    cards: { items: Array<{ id: string; balance: number; available: number; held: number }> };
+  };
+  const inList = listed.cards.items.find((item) => item.id === cardId);
+  assert.deepEqual([inList?.balance, inList?.available, inList?.held], [500, 376.55, 123.45]);
   const detail = expectOk(await authorizationView(first.authorization_id ?? "")) as {
     authorization: { status: string; held: number; messages: Array<{ message_id: string }> };
   };

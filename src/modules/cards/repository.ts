@@ -361,6 +361,8 @@ export type CardListRow = Pick<
   | "activated_at"
 > & {
   balance_cents: bigint;
+  held_cents: bigint;
+  owed_cents: bigint;
   /** assigned_at to the microsecond (UTC, ISO 8601): a cursor's exact position. */
   assigned_at_text: string;
 };
@@ -401,6 +403,10 @@ export async function listCardsInScope(
       c.cardholder_id, c.account_id, a.reference as account_reference, p.id as product_id,
       p.code as product_code, p.name as product_name, la.balance_cents, c.assigned_at,
       ${instantKey("c.assigned_at")} as assigned_at_text,
+      (select coalesce(sum(h.held_cents), 0) from card_authorizations h
+        where h.card_id = c.id and h.status = 'PENDING')::bigint as held_cents,
+      coalesce((select -o.balance_cents from ledger_accounts o
+        where o.card_id = c.id and o.kind = 'CARD_OWED'), 0)::bigint as owed_cents,
       c.activated_at
     from (
       select c.* from clients cl

@@ -144,7 +144,7 @@ export const CardDetail = Type.Object({
   card: Type.Object({
     ...CardSummary.properties,
     expiration: Type.String({ description: "MM/YY" }),
-    balance: Type.Number({ description: "available + held - owed: the card's money, holds included" }),
+    balance: Type.Number({ description: "Its account plus its holds less what it owes" }),
     available: Type.Number({ description: "What the card can spend now" }),
     held: Type.Number({ description: "Held by pending authorizations" }),
     owed: Type.Number({ description: "What the card owes (a clearing it could not cover)" }),
@@ -211,7 +211,10 @@ export const CardListData = Type.Object({
       Type.Object({
         ...CardSummary.properties,
         expiration: Type.String({ description: "MM/YY" }),
-        balance: Type.Number(),
+        balance: Type.Number({ description: "Its account plus its holds less what it owes" }),
+        available: Type.Number(),
+        held: Type.Number(),
+        owed: Type.Number(),
         product: Type.Object({ id: Type.String(), code: Type.String(), name: Type.String() }),
         cardholder_id: Type.String(),
         client_id: Type.String({ description: "The client the card belongs to (its cardholder's)" }),

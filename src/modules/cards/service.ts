@@ -340,19 +340,30 @@ export async function changeCardStatus(
   });
 }
 
+/**
+ * A card's money as the API shows it: `available` to spend (its account less what it owes, never
+ * below zero), `held` by pending authorizations, `owed`, and `balance`: its account plus its holds
+ * less what it owes (so available + held while the card owes less than it holds).
+ */
+export function cardBalances(money: { balance_cents: bigint; held_cents: bigint; owed_cents: bigint }) {
+  const available = money.balance_cents > money.owed_cents ? money.balance_cents - money.owed_cents : 0n;
+  return {
+    balance: toPesos(money.balance_cents + money.held_cents - money.owed_cents),
+    available: toPesos(available),
+    held: toPesos(money.held_cents),
+    owed: toPesos(money.owed_cents),
+  };
+}
+
 /** GET /v1/cards/{id}: status, masked number, balance. */
 export async function getCard(ctx: AppContext, caller: Caller, id: string) {
   const card = await cardOrThrow(ctx.db, caller, { id });
   const money = await repo.cardMoney(ctx.db, card.id);
-  const available = money.balance_cents > money.owed_cents ? money.balance_cents - money.owed_cents : 0n;
   return {
     card: {
       ...presentCard(card),
       expiration: expirationOf(card.expires_on),
-      balance: toPesos(money.balance_cents + money.held_cents - money.owed_cents),
-      available: toPesos(available),
-      held: toPesos(money.held_cents),
-      owed: toPesos(money.owed_cents),
+      ...cardBalances(money),
       product: { id: card.product_id, code: card.product_code, name: card.product_name },
       cardholder_id: card.cardholder_id,
       account: { id: card.account_id, reference: card.account_reference },
@@ -499,7 +510,7 @@ export async function listCards(ctx: AppContext, caller: Caller, query: ListCard
       items: items.map((row) => ({
         ...presentCard(row),
         expiration: expirationOf(row.expires_on),
-        balance: toPesos(row.balance_cents),
+        ...cardBalances(row),
         product: { id: row.product_id, code: row.product_code, name: row.product_name },
         cardholder_id: row.cardholder_id,
         client_id: row.client_id,
