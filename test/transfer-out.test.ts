@@ -869,3 +869,28 @@ test("one dispatch pass sends a chunk at once: accepted, refused and unanswered 
   await sim.flush();
   await assertLedgerBalanced(t);
 });
+
+test("the database refuses a transfer out naming a missing client or payer, and never reassigns one", async () => {
+  const [order] = (
+    await sql<{ id: string }>`select id from spei_orders order by created_at limit 1`.execute(t.ctx.db)
+  ).rows;
+  assert.ok(order, "an order exists");
+  const refused = (error: { code?: string }) => error.code === "23503";
+  for (const column of ["client_id", "payer_account_id"]) {
+    await assert.rejects(
+      sql`insert into spei_orders select (jsonb_populate_record(null::spei_orders, to_jsonb(o) || jsonb_build_object(
+          'id', ${randomUUID()}::uuid, 'tracking_key', 'TESTREFS' || floor(random() * 1e9)::text,
+          ${column}::text, ${randomUUID()}::uuid))).*
+        from spei_orders o where o.id = ${order.id}::uuid`.execute(t.ctx.db),
+      refused,
+      column,
+    );
+    await assert.rejects(
+      sql`update spei_orders set ${sql.ref(column)} = ${randomUUID()}::uuid where id = ${order.id}::uuid`.execute(
+        t.ctx.db,
+      ),
+      refused,
+      `${column} changed`,
+    );
+  }
+});
