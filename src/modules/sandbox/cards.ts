@@ -9,7 +9,7 @@ import { cardOrThrow } from "../cards/service.ts";
 import type { CardMessage } from "../purchases/message.ts";
 import * as purchases from "../purchases/repository.ts";
 import type { MerchantType } from "../purchases/schemas.ts";
-import type { MessageAnswer } from "../purchases/service.ts";
+import type { Processed } from "../purchases/service.ts";
 
 /**
  * The network simulator (as Lithic's /v1/simulate/*): each call builds the message the processor
@@ -44,7 +44,7 @@ export async function simulateCardMessage(
   type: CardMessage["type"],
   input: SimulatedPurchase,
   idempotency: IdempotencyScope | undefined,
-): Promise<MessageAnswer> {
+): Promise<Processed> {
   if (input.card_id) await cardOrThrow(ctx.db, caller, { id: input.card_id });
   if (input.authorization_id) {
     const found = await purchases.findAuthorizationInScope(ctx.db, caller.clientId, input.authorization_id);
@@ -64,7 +64,7 @@ export async function simulateCardMessage(
     partialAllowed: input.partial_allowed ?? false,
     isFinal: input.is_final ?? true,
   };
-  return (await ctx.cardMessages.process(message)).answer;
+  return ctx.cardMessages.process(message);
 }
 
 /** A clearing with no amount settles all of what the authorization holds now. */
