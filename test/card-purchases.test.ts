@@ -496,3 +496,28 @@ test("listing pages newest first with a cursor", async () => {
   } while (cursor);
   assert.deepEqual(seen, ids.reverse());
 });
+
+test("the database refuses authorizations and messages naming rows that do not exist, and keeps cards", async () => {
+  const cardId = await card(10);
+  const approved = await authorize(cardId, 100);
+  const refused = (error: { code?: string }) => error.code === "23503";
+  const missing = "00000000-0000-4000-8000-00000000dead";
+  const copy = (column: string) =>
+    sql`insert into card_authorizations select (jsonb_populate_record(null::card_authorizations,
+        to_jsonb(a) || jsonb_build_object('id', gen_random_uuid(), ${column}::text, ${missing}::uuid))).*
+      from card_authorizations a where a.id = ${approved.authorization_id}::uuid`.execute(t.ctx.db);
+  await assert.rejects(copy("card_id"), refused);
+  await assert.rejects(copy("client_id"), refused);
+  await assert.rejects(
+    sql`insert into card_network_messages (message_id, type, authorization_id)
+      values (${messageId()}, 'CLEARING', ${missing}::uuid)`.execute(t.ctx.db),
+    refused,
+  );
+  await assert.rejects(
+    sql`update card_authorizations set card_id = ${missing}::uuid where id = ${approved.authorization_id}::uuid`.execute(
+      t.ctx.db,
+    ),
+    refused,
+  );
+  await assert.rejects(sql`delete from cards where id = ${cardId}::uuid`.execute(t.ctx.db), refused);
+});

@@ -50,11 +50,12 @@ alter table ledger_accounts add constraint ledger_accounts_owed_has_card
 create unique index ledger_accounts_card_owed_uq on ledger_accounts (card_id) where kind = 'CARD_OWED';
 
 -- An authorization and its hold, or a force post (a clearing that named no authorization).
+-- Its card and client are checked once per statement (below), not by per-row foreign keys.
 create table card_authorizations (
   id uuid primary key,
-  card_id uuid not null references cards (id),
+  card_id uuid not null,
   -- The card's client when the first message arrived: who, with its ancestors, sees it.
-  client_id uuid not null references clients (id),
+  client_id uuid not null,
   status text not null check (status in ('PENDING', 'SETTLED', 'VOIDED', 'EXPIRED', 'DECLINED')),
   force_post boolean not null default false,
   -- ISO 4217 numeric; the merchant's amount in its minor units, and what moves in MXN centavos.
@@ -86,11 +87,12 @@ create index card_authorizations_expiry_idx on card_authorizations (expires_at) 
 -- Every message of the processor (and each expiry): its id answers a repeat with the first answer.
 create table card_network_messages (
   message_id text primary key,
-  seq bigint generated always as identity unique,
+  -- The order messages were processed in (an authorization's history); never looked up alone.
+  seq bigint generated always as identity,
   type text not null,
-  card_id uuid references cards (id),
-  client_id uuid references clients (id),
-  authorization_id uuid references card_authorizations (id),
+  card_id uuid,
+  client_id uuid,
+  authorization_id uuid,
   -- The MXN centavos the message moved (a clearing, a return) or asked for (an authorization).
   amount_cents bigint,
   entry_id uuid,
@@ -104,6 +106,65 @@ create table card_network_messages (
 create index card_network_messages_authorization_idx on card_network_messages (authorization_id, seq);
 create index card_network_messages_posted_idx on card_network_messages (created_at)
   where type in ('CLEARING', 'RETURN', 'RETURN_REVERSAL');
+
+-- The references of authorizations and messages, checked once per statement as migration 0009
+-- checks the ledger's: every authorization is one row and every message one or two, written in
+-- batches while the cards' balance rows are locked, and a per-row foreign key is a query and a
+-- FOR KEY SHARE lock per row and reference. Cards, like clients, are never deleted, truncated or
+-- renumbered, and an authorization keeps its card and client, so checking that each statement's
+-- new rows point at rows that exist is enough.
+create trigger cards_never_removed before delete on cards
+  for each row execute function emisor_refuse_removal();
+create trigger cards_never_renumbered before update of id on cards
+  for each row when (old.id is distinct from new.id) execute function emisor_refuse_removal();
+create trigger cards_never_truncated before truncate on cards
+  for each statement execute function emisor_refuse_removal();
+create trigger card_authorizations_never_removed before delete on card_authorizations
+  for each row execute function emisor_refuse_removal();
+create trigger card_authorizations_never_reassigned before update of id, card_id, client_id on card_authorizations
+  for each row when (old.id is distinct from new.id or old.card_id is distinct from new.card_id
+    or old.client_id is distinct from new.client_id)
+  execute function emisor_refuse_removal();
+create trigger card_authorizations_never_truncated before truncate on card_authorizations
+  for each statement execute function emisor_refuse_removal();
+
+create function emisor_check_card_authorization_refs() returns trigger
+language plpgsql set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
+begin
+  if exists (select 1 from new_rows n where not exists (select 1 from cards c where c.id = n.card_id)) then
+    raise exception using errcode = '23503', message = 'an authorization names a card that does not exist';
+  end if;
+  if exists (select 1 from new_rows n where not exists (select 1 from clients c where c.id = n.client_id)) then
+    raise exception using errcode = '23503', message = 'an authorization names a client that does not exist';
+  end if;
+  return null;
+end
+$$;
+create trigger card_authorizations_refs_on_insert after insert on card_authorizations
+  referencing new table as new_rows for each statement execute function emisor_check_card_authorization_refs();
+
+create function emisor_check_card_message_refs() returns trigger
+language plpgsql set enable_seqscan = off set enable_hashjoin = off set enable_mergejoin = off as $$
+begin
+  if exists (select 1 from new_rows n
+             where n.card_id is not null and not exists (select 1 from cards c where c.id = n.card_id)) then
+    raise exception using errcode = '23503', message = 'a card message names a card that does not exist';
+  end if;
+  if exists (select 1 from new_rows n
+             where n.client_id is not null and not exists (select 1 from clients c where c.id = n.client_id)) then
+    raise exception using errcode = '23503', message = 'a card message names a client that does not exist';
+  end if;
+  if exists (select 1 from new_rows n where n.authorization_id is not null
+             and not exists (select 1 from card_authorizations a where a.id = n.authorization_id)) then
+    raise exception using errcode = '23503', message = 'a card message names an authorization that does not exist';
+  end if;
+  return null;
+end
+$$;
+create trigger card_network_messages_refs_on_insert after insert on card_network_messages
+  referencing new table as new_rows for each statement execute function emisor_check_card_message_refs();
+create trigger card_network_messages_refs_on_update after update on card_network_messages
+  referencing new table as new_rows for each statement execute function emisor_check_card_message_refs();
 
 -- A processor's clearing file, processed once by its id; the report answers every repeat.
 create table card_clearing_files (
