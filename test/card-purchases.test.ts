@@ -240,6 +240,10 @@ test("a force post past the balance is owed, shown on the card, and repaid first
   assert.deepEqual([forced.result, forced.balance?.available, forced.balance?.owed], ["POSTED", 0, 3_000]);
   let view = await cardView(cardId);
   assert.deepEqual([view.card.available, view.card.owed, view.card.balance], [0, 30, -30]);
+  const posted = (await eventsOf(t, tenant.clientId, "card_transaction.created")).find(
+    (data) => data.message_id === forced.message_id,
+  );
+  assert.deepEqual(posted?.card, { available: 0, owed: 30 });
   const declined = await authorize(cardId, 1);
   assert.equal(declined.decline_reason, "INSUFFICIENT_FUNDS");
   expectOk(

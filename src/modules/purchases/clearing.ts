@@ -5,7 +5,7 @@ import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { NewEvent } from "../events/outbox.ts";
-import { postCardEntry } from "./card-money.ts";
+import { postCardEntry, spendable } from "./card-money.ts";
 import { type CardMessage, lockAuthorization, lockNamedCard, type Outcome } from "./message.ts";
 import * as repo from "./repository.ts";
 
@@ -37,6 +37,8 @@ function transactionEvent(
       authorization_id: authorizationId,
       amount: toPesos(amountCents),
       merchant: message.merchant ?? null,
+      // The card after the posting: what it can spend, and what it owes when it could not cover it.
+      card: { available: toPesos(spendable(card)), owed: toPesos(card.owed_cents) },
       created_at: new Date().toISOString(),
     },
   };
