@@ -437,19 +437,18 @@ test("the sandbox simulator runs the same path, and only the card's client and i
       },
     }),
   ) as Answer;
-  const again = expectOk(
-    await call(t.app, "POST", "/v1/sandbox/cards/refunds", {
-      ...auth,
-      headers: { "idempotency-key": "refund-1" },
-      body: {
-        card_id: cardId,
-        amount: 5,
-        merchant: { name: "CINEPOLIS", mcc: "7832" },
-        authorization_id: id,
-      },
-    }),
-  ) as Answer;
-  assert.deepEqual(again, refund);
+  const repeated = await call(t.app, "POST", "/v1/sandbox/cards/refunds", {
+    ...auth,
+    headers: { "idempotency-key": "refund-1" },
+    body: {
+      card_id: cardId,
+      amount: 5,
+      merchant: { name: "CINEPOLIS", mcc: "7832" },
+      authorization_id: id,
+    },
+  });
+  assert.equal(repeated.headers["idempotent-replayed"], "true");
+  assert.deepEqual(expectOk(repeated) as Answer, refund);
   assert.equal(refund.balance?.available, 100_00 - 2_550 + 500);
   const stranger = await createTenant(t);
   expectError(await authorizationView(id, stranger.token), 3801, 404);

@@ -44,12 +44,21 @@ function simulatorRoute(spec: {
           response: responses(MessageAnswerData),
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const input: SimulatedPurchase = { ...(request.body ?? {}) };
         if (spec.withId) input.authorization_id = request.params.id;
         if (spec.clearAll && input.amount === undefined && input.authorization_id)
           input.amount = await heldAmount(ctx, request.caller, input.authorization_id);
-        return ok(await simulateCardMessage(ctx, request.caller, spec.type, input, request.idempotency));
+        const { answer, replayed } = await simulateCardMessage(
+          ctx,
+          request.caller,
+          spec.type,
+          input,
+          request.idempotency,
+        );
+        // As the documented Idempotency-Key promises, and as the processor's route marks a repeat.
+        if (replayed) reply.header("idempotent-replayed", "true");
+        return ok(answer);
       },
     );
   };

@@ -37,14 +37,17 @@ export interface SimulatedPurchase {
   is_final?: boolean | undefined;
 }
 
-/** Runs one simulated message, after checking that its card or authorization is the caller's. */
+/**
+ * Runs one simulated message, after checking that its card or authorization is the caller's;
+ * `replayed` when its Idempotency-Key named a message already processed.
+ */
 export async function simulateCardMessage(
   ctx: AppContext,
   caller: Caller,
   type: CardMessage["type"],
   input: SimulatedPurchase,
   idempotency: IdempotencyScope | undefined,
-): Promise<MessageAnswer> {
+): Promise<{ answer: MessageAnswer; replayed: boolean }> {
   if (input.card_id) await cardOrThrow(ctx.db, caller, { id: input.card_id });
   if (input.authorization_id) {
     const found = await purchases.findAuthorizationInScope(ctx.db, caller.clientId, input.authorization_id);
@@ -64,7 +67,7 @@ export async function simulateCardMessage(
     partialAllowed: input.partial_allowed ?? false,
     isFinal: input.is_final ?? true,
   };
-  return (await processMessage(ctx.db, message, purchaseSettings(ctx))).answer;
+  return processMessage(ctx.db, message, purchaseSettings(ctx));
 }
 
 /** A clearing with no amount settles all of what the authorization holds now. */
