@@ -366,6 +366,35 @@ test("expired holds are released by the worker once, and a later clearing still 
   await assertLedgerBalanced(t);
 });
 
+test("an advice or a clearing of a declined authorization takes it up: neither can be refused", async () => {
+  const cardId = await card(10);
+  const declined = await authorize(cardId, 5_000);
+  assert.equal(declined.decline_reason, "INSUFFICIENT_FUNDS");
+  const advised = await message({
+    type: "AUTHORIZATION_ADVICE",
+    authorization_id: declined.authorization_id,
+    amount: 300,
+  });
+  assert.deepEqual([advised.result, advised.balance?.held], ["APPROVED", 300]);
+  const cleared = await message({
+    type: "CLEARING",
+    authorization_id: declined.authorization_id,
+    amount: 400,
+  });
+  assert.deepEqual([cleared.result, cleared.balance?.available, cleared.balance?.held], ["POSTED", 600, 0]);
+  const view = expectOk(await authorizationView(declined.authorization_id ?? "")) as {
+    authorization: { status: string; decline_reason: string | null; cleared: number };
+  };
+  assert.deepEqual(
+    [view.authorization.status, view.authorization.decline_reason, view.authorization.cleared],
+    ["SETTLED", null, 4],
+  );
+  const other = await authorize(cardId, 5_000);
+  const forced = await message({ type: "CLEARING", authorization_id: other.authorization_id, amount: 100 });
+  assert.equal(forced.result, "POSTED");
+  await assertLedgerBalanced(t);
+});
+
 test("a balance inquiry answers the balances and moves nothing", async () => {
   const cardId = await card(75);
   await authorize(cardId, 500);

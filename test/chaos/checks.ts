@@ -1,6 +1,6 @@
 import { systemAccounts } from "../../src/ledger/accounts.ts";
 import { readSpeiJournal, type SpeiJournalRecord } from "../../src/rails/spei/simulator.ts";
-import type { Answer, Session } from "./client.ts";
+import type { Answer, Session, Signer } from "./client.ts";
 
 /**
  * What the bank test proves with SQL against the database (and the SPEI simulator's journal),
@@ -17,7 +17,7 @@ export interface Books {
 }
 
 export interface OpRecord {
-  kind: "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime" | "unload" | "pot";
+  kind: "payment" | "subclient" | "incoming" | "transfer" | "return" | "airtime" | "unload" | "pot" | "card";
   key: string;
   /**
    * Stored with the operation's effect: payment or unload description, tracking key, concept, name,
@@ -30,6 +30,10 @@ export interface OpRecord {
   path: string;
   body: unknown;
   amountCents: bigint;
+  /** A card network message's id, known before it is sent (a sandbox expiry's is in its answer). */
+  messageId?: string;
+  /** Signs each attempt (the card network's messages). */
+  sign?: Signer;
   /** The final answer; undefined when none came before the client gave up. */
   answer?: Answer | undefined;
 }
@@ -83,7 +87,8 @@ export async function checkAfterRun(
   // 2xx and never twice whatever happened (dropped, retried, crashed).
   const effects = await effectCounts(books, database);
   for (const op of ops) {
-    if (op.kind === "return") continue;
+    // Returns of orders and card messages have no marker of their own: checked elsewhere.
+    if (op.kind === "return" || op.kind === "card") continue;
     const found = effects.get(op.marker) ?? { all: 0, live: 0, cents: 0n };
     const ok2xx = op.answer !== undefined && op.answer.status < 300;
     check(found.live <= 1, `${op.kind} ${op.key} took effect ${found.live} times`);
@@ -115,32 +120,7 @@ export async function checkAfterRun(
   );
   check(keys?.n === 0, `${keys?.n} idempotency keys stored twice`);
 
-  // Money in minus money out equals what clients and cards hold, in integer centavos.
-  const [money] = await books.sql<Record<string, string>>(
-    database,
-    `select (select coalesce(sum(balance_cents), 0) from ledger_accounts where kind in ('CLIENT_MAIN', 'CARD'))::text as held,
-            (select -balance_cents from ledger_accounts where id = $1)::text as funded,
-            (select coalesce(sum(monto_cents), 0) from transfer_operations)::text as spei_in,
-            (select coalesce(sum(amount_cents + commission_cents + iva_cents), 0) from spei_orders
-              where status in ('PENDIENTE', 'ENVIADA', 'LIQUIDADA'))::text as spei_out,
-            (select coalesce(sum(amount_cents), 0) from airtime_topups where status <> 'FAILED')::text as airtime`,
-    [systemAccounts.sandboxFunding],
-  );
-  const held = BigInt(money?.held ?? "0");
-  const moneyIn = BigInt(money?.funded ?? "0") + BigInt(money?.spei_in ?? "0");
-  const moneyOut = BigInt(money?.spei_out ?? "0") + BigInt(money?.airtime ?? "0");
-  check(held === moneyIn - moneyOut, `clients and cards hold ${held}, but in - out = ${moneyIn - moneyOut}`);
-  check(
-    BigInt(money?.funded ?? "0") === expected.fundedCents,
-    `sandbox funding ${money?.funded}, expected ${expected.fundedCents}`,
-  );
-  const incoming2xx = ops
-    .filter((op) => op.kind === "incoming" && op.answer && op.answer.status < 300)
-    .reduce((sum, op) => sum + op.amountCents, 0n);
-  check(
-    BigInt(money?.spei_in ?? "0") === incoming2xx,
-    `incoming SPEI credited ${money?.spei_in}, clients were told ${incoming2xx}`,
-  );
+  await checkMoney(books, database, ops, expected, check);
 
   // Outgoing SPEI against the rail's own record.
   const spei = await checkSpei(books, database, readSpeiJournal(journalPath));
@@ -153,6 +133,51 @@ export async function checkAfterRun(
     speiResent: spei.resent,
     speiForcedReturns: spei.forced,
   };
+}
+
+/**
+ * Money in minus money out equals what clients and cards hold, in integer centavos: money out
+ * includes what card purchases paid the network (clearings less returns), what cards hold
+ * includes their pending holds, less what they owe.
+ */
+async function checkMoney(
+  books: Books,
+  database: string,
+  ops: OpRecord[],
+  expected: { fundedCents: bigint },
+  check: Check,
+): Promise<void> {
+  const [money] = await books.sql<Record<string, string>>(
+    database,
+    `select (select coalesce(sum(balance_cents), 0) from ledger_accounts where kind in ('CLIENT_MAIN', 'CARD', 'CARD_OWED'))::text as held,
+            (select coalesce(sum(balance_cents), 0) from ledger_accounts where code like 'CARD_HOLDS%')::text as card_holds,
+            (select coalesce(sum(balance_cents), 0) from ledger_accounts where code like 'CARD_NETWORK%')::text as card_network,
+            (select -balance_cents from ledger_accounts where id = $1)::text as funded,
+            (select coalesce(sum(monto_cents), 0) from transfer_operations)::text as spei_in,
+            (select coalesce(sum(amount_cents + commission_cents + iva_cents), 0) from spei_orders
+              where status in ('PENDIENTE', 'ENVIADA', 'LIQUIDADA'))::text as spei_out,
+            (select coalesce(sum(amount_cents), 0) from airtime_topups where status <> 'FAILED')::text as airtime`,
+    [systemAccounts.sandboxFunding],
+  );
+  const held = BigInt(money?.held ?? "0") + BigInt(money?.card_holds ?? "0");
+  const moneyIn = BigInt(money?.funded ?? "0") + BigInt(money?.spei_in ?? "0");
+  const moneyOut =
+    BigInt(money?.spei_out ?? "0") + BigInt(money?.airtime ?? "0") + BigInt(money?.card_network ?? "0");
+  check(
+    held === moneyIn - moneyOut,
+    `clients and cards hold ${held} (holds included, debts deducted), but in - out = ${moneyIn - moneyOut}`,
+  );
+  check(
+    BigInt(money?.funded ?? "0") === expected.fundedCents,
+    `sandbox funding ${money?.funded}, expected ${expected.fundedCents}`,
+  );
+  const incoming2xx = ops
+    .filter((op) => op.kind === "incoming" && op.answer && op.answer.status < 300)
+    .reduce((sum, op) => sum + op.amountCents, 0n);
+  check(
+    BigInt(money?.spei_in ?? "0") === incoming2xx,
+    `incoming SPEI credited ${money?.spei_in}, clients were told ${incoming2xx}`,
+  );
 }
 
 async function effectCounts(
@@ -245,6 +270,219 @@ async function checkSpei(books: Books, database: string, journal: SpeiJournalRec
     check(known.has(key), `the rail holds order ${key}, which Emisor does not know`);
   const resent = [...submits.values()].filter((n) => n > 1).length;
   return { violations, checks, orders: orders.length, resent, forced };
+}
+
+/** JSON with its keys sorted: jsonb gives an object's keys back in its own order. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value && typeof value === "object")
+    return `{${Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`)
+      .join(",")}}`;
+  return JSON.stringify(value);
+}
+
+interface CardAnswer {
+  message_id: string;
+  type: string;
+  result: string;
+  decline_reason: string | null;
+  amount: number;
+  partial: boolean;
+  over_tolerance: boolean;
+  balance: { available: number; held: number; owed: number } | null;
+}
+
+export interface CardReport {
+  violations: Violations;
+  checks: number;
+  /** Messages the workers sent, by type and result ("CLEARING POSTED"). */
+  outcomes: Map<string, number>;
+  partial: number;
+  overTolerance: number;
+  owingCards: number;
+}
+
+/**
+ * Card purchases after the run. Exactly once: each message answered 2xx is one row of
+ * card_network_messages whose stored answer is the answer the client saw, a refused one is no row,
+ * each message wrote at most one entry and every purchase entry is some message's. No approval
+ * beyond what the card could spend: each decision agrees with the balance it answered, and no
+ * authorization's hold was posted to what a card owes. Money: CARD_HOLDS is what pending
+ * authorizations hold, never negative; no card is owed; what the network was paid is what the
+ * clients were told cleared, less returns; each authorization's held and cleared amounts are what
+ * the entries naming it moved.
+ */
+export async function checkCardPurchases(
+  books: Books,
+  database: string,
+  ops: OpRecord[],
+): Promise<CardReport> {
+  const report: CardReport = {
+    violations: [],
+    checks: 0,
+    outcomes: new Map(),
+    partial: 0,
+    overTolerance: 0,
+    owingCards: 0,
+  };
+  const check = (ok: boolean, message: string) => {
+    report.checks += 1;
+    if (!ok) report.violations.push(message);
+  };
+  const networkSeen = await checkCardAnswers(books, database, ops, report, check);
+  await checkCardDecisions(books, database, report, check);
+  await checkCardMoney(books, database, networkSeen, report, check);
+  return report;
+}
+
+type Check = (ok: boolean, message: string) => void;
+
+/** Each answer against its stored row; returns what the answers say the network was paid. */
+async function checkCardAnswers(
+  books: Books,
+  database: string,
+  ops: OpRecord[],
+  report: CardReport,
+  check: Check,
+): Promise<bigint> {
+  const rows = await books.sql<{ message_id: string; response: string }>(
+    database,
+    "select message_id, response::text as response from card_network_messages",
+  );
+  const stored = new Map(rows.map((row) => [row.message_id, row.response]));
+  let network = 0n;
+  for (const op of ops) {
+    if (op.kind !== "card") continue;
+    if (!op.answer) {
+      report.violations.push(`card message ${op.key} was never answered`);
+      continue;
+    }
+    const data = op.answer.body.data as CardAnswer | null;
+    const id = op.messageId ?? data?.message_id ?? "";
+    const row = stored.get(id);
+    if (op.answer.status >= 300) {
+      check(row === undefined, `card message ${id} answered ${op.answer.status} but is stored`);
+      continue;
+    }
+    if (!data) continue;
+    const label = `${data.type} ${data.result}`;
+    report.outcomes.set(label, (report.outcomes.get(label) ?? 0) + 1);
+    check(row !== undefined, `card message ${id} answered ${op.answer.status} but is not stored`);
+    if (row !== undefined)
+      check(
+        canonical(JSON.parse(row)) === canonical(data),
+        `card message ${id}: the stored answer is not the one the client saw`,
+      );
+    if (data.result === "POSTED") {
+      const sign = data.type === "RETURN" ? -1n : 1n;
+      network += sign * BigInt(data.amount);
+    }
+    if (data.over_tolerance) report.overTolerance += 1;
+  }
+  const [entries] = await books.sql<{ twice: number; strange: number; orphan: number }>(
+    database,
+    `select (select count(*) from (select metadata->>'message_id' from journal_entries
+              where kind like 'CARD_%' and metadata->>'message_id' is not null group by 1 having count(*) > 1) d)::int as twice,
+            (select count(*) from card_network_messages m join journal_entries e on e.id = m.entry_id
+              where e.metadata->>'message_id' is distinct from m.message_id)::int as strange,
+            (select count(*) from journal_entries e
+              where e.kind in ('CARD_HOLD', 'CARD_HOLD_RELEASE', 'CARD_CLEARING', 'CARD_FORCE_POST', 'CARD_RETURN', 'CARD_RETURN_REVERSAL')
+                and not exists (select 1 from card_network_messages m where m.entry_id = e.id))::int as orphan`,
+  );
+  check(entries?.twice === 0, `${entries?.twice} card message(s) wrote more than one entry`);
+  check(entries?.strange === 0, `${entries?.strange} card message(s) name an entry of another message`);
+  check(entries?.orphan === 0, `${entries?.orphan} purchase entr(ies) belong to no message`);
+  return network;
+}
+
+/** Every AUTHORIZATION decided against the balance it answered, its hold never owed. */
+async function checkCardDecisions(books: Books, database: string, report: CardReport, check: Check) {
+  const decisions = await books.sql<{
+    id: string;
+    response: string;
+    requested: string;
+    partial_allowed: boolean;
+  }>(
+    database,
+    `select m.message_id as id, m.response::text as response, a.requested_cents::text as requested, a.partial_allowed
+       from card_network_messages m join card_authorizations a on a.id = m.authorization_id
+      where m.type = 'AUTHORIZATION'`,
+  );
+  for (const row of decisions) {
+    const answer = JSON.parse(row.response) as CardAnswer;
+    const requested = Number(row.requested);
+    const available = answer.balance?.available ?? -1;
+    if (answer.result === "APPROVED" && answer.partial) {
+      report.partial += 1;
+      check(
+        row.partial_allowed && available === 0 && answer.amount < requested,
+        `authorization ${row.id} approved ${answer.amount} of ${requested} in part, leaving ${available}`,
+      );
+    } else if (answer.result === "APPROVED")
+      check(answer.amount === requested, `authorization ${row.id} approved ${answer.amount} of ${requested}`);
+    else if (answer.decline_reason === "INSUFFICIENT_FUNDS")
+      check(
+        available < requested && (!row.partial_allowed || available === 0),
+        `authorization ${row.id} of ${requested} declined with ${available} available`,
+      );
+  }
+  const [owed] = await books.sql<{ n: number }>(
+    database,
+    `select count(*)::int as n from card_network_messages m join postings p on p.entry_id = m.entry_id
+       join ledger_accounts l on l.id = p.account_id where m.type = 'AUTHORIZATION' and l.kind = 'CARD_OWED'`,
+  );
+  check(owed?.n === 0, `${owed?.n} authorization hold(s) posted to what a card owes`);
+}
+
+async function checkCardMoney(
+  books: Books,
+  database: string,
+  networkSeen: bigint,
+  report: CardReport,
+  check: Check,
+): Promise<void> {
+  const [row] = await books.sql<Record<string, string | number>>(
+    database,
+    `select (select coalesce(sum(balance_cents), 0) from ledger_accounts where code like 'CARD_HOLDS%')::text as shards,
+            (select coalesce(sum(held_cents), 0) from card_authorizations where status = 'PENDING')::text as pending,
+            (select count(*) from ledger_accounts where code like 'CARD_HOLDS%' and balance_cents < 0)::int as negative_shards,
+            (select count(*) from ledger_accounts where kind = 'CARD_OWED' and balance_cents > 0)::int as owed_positive,
+            (select count(*) from ledger_accounts where kind = 'CARD_OWED' and balance_cents < 0)::int as owing,
+            (select count(*) from card_authorizations
+              where held_cents < 0 or (status <> 'PENDING' and held_cents <> 0))::int as bad_holds,
+            (select coalesce(sum(balance_cents), 0) from ledger_accounts where code like 'CARD_NETWORK%')::text as network`,
+  );
+  report.owingCards = Number(row?.owing ?? 0);
+  check(
+    row?.shards === row?.pending,
+    `CARD_HOLDS holds ${row?.shards}, pending authorizations ${row?.pending}`,
+  );
+  check(row?.negative_shards === 0, `${row?.negative_shards} CARD_HOLDS shard(s) negative`);
+  check(row?.owed_positive === 0, `${row?.owed_positive} card(s) owed money by Emisor (CARD_OWED above 0)`);
+  check(row?.bad_holds === 0, `${row?.bad_holds} authorization(s) holding what their status forbids`);
+  check(
+    BigInt(row?.network ?? "0") === networkSeen,
+    `CARD_NETWORK holds ${row?.network}, but the answers posted ${networkSeen}`,
+  );
+  const [moved] = await books.sql<{ n: number; example: string | null }>(
+    database,
+    `with moved as (
+       select (e.metadata->>'authorization_id')::uuid as id,
+              coalesce(sum(p.amount_cents) filter (where l.code like 'CARD_HOLDS%'), 0) as held,
+              coalesce(sum(p.amount_cents) filter (where l.code like 'CARD_NETWORK%'
+                and e.kind in ('CARD_CLEARING', 'CARD_FORCE_POST')), 0) as cleared
+         from journal_entries e join postings p on p.entry_id = e.id join ledger_accounts l on l.id = p.account_id
+        where e.kind like 'CARD_%' and e.metadata->>'authorization_id' is not null group by 1)
+     select count(*)::int as n, min(a.id::text) as example
+       from card_authorizations a left join moved m on m.id = a.id
+      where a.held_cents <> coalesce(m.held, 0) or a.cleared_cents <> coalesce(m.cleared, 0)`,
+  );
+  check(
+    moved?.n === 0,
+    `${moved?.n} authorization(s) whose held or cleared amount differs from their entries, e.g. ${moved?.example}`,
+  );
 }
 
 export interface EventFeed {

@@ -25,6 +25,9 @@ export interface Session {
   login(): Promise<string>;
 }
 
+/** Headers made from the raw body at each attempt: a signature, which carries its own time. */
+export type Signer = (raw: string) => Record<string, string>;
+
 export class CarefulClient {
   readonly stats: ClientStats = {
     requests: 0,
@@ -52,8 +55,10 @@ export class CarefulClient {
     body: unknown,
     key: string | undefined,
     mayAbort: boolean,
+    sign?: Signer,
   ): Promise<Answer | undefined> {
     this.stats.requests += 1;
+    const raw = body === undefined ? undefined : JSON.stringify(body);
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.#attemptTimeoutMs);
     // Our own drop: the request left, the answer is never read (the socket is reset).
@@ -72,8 +77,9 @@ export class CarefulClient {
           ...(body === undefined ? {} : { "content-type": "application/json" }),
           ...(token ? { authorization: `Bearer ${token}` } : {}),
           ...(key ? { "idempotency-key": key } : {}),
+          ...(sign && raw !== undefined ? sign(raw) : {}),
         },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(raw === undefined ? {} : { body: raw }),
         signal: controller.signal,
       });
       const text = await response.text();
@@ -99,7 +105,8 @@ export class CarefulClient {
 
   /**
    * Sends until a final answer (2xx or 4xx other than 401/429) or until `giveUpAt` (epoch ms);
-   * undefined when it gave up unanswered. A 401 logs in again (a token is not the request).
+   * undefined when it gave up unanswered. A 401 logs in again (a token is not the request). A
+   * signed call (the card network's) is signed afresh at each attempt, the body unchanged.
    */
   async send(
     method: string,
@@ -108,6 +115,7 @@ export class CarefulClient {
     body: unknown,
     key: string | undefined,
     giveUpAt: number,
+    sign?: Signer,
   ): Promise<Answer | undefined> {
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) {
@@ -116,7 +124,7 @@ export class CarefulClient {
           setTimeout(resolve, 20 + Math.random() * Math.min(1000, 50 * attempt)),
         );
       }
-      const answer = await this.attempt(method, path, session?.token, body, key, true);
+      const answer = await this.attempt(method, path, session?.token, body, key, true, sign);
       if (answer && answer.status < 500 && answer.status !== 429) {
         if (answer.status !== 401 || !session) return answer;
         this.stats.reLogins += 1;

@@ -2,7 +2,8 @@
  * `npm run test:chaos`: the bank test with faults. A private PostgreSQL cluster and the production
  * build of Emisor as its own process; 32 careful clients move money (payments to cards, funded
  * sub-clients, incoming SPEI, transfers out with settlements and forced returns, airtime) with
- * Idempotency-Keys while readers read balances; meanwhile Emisor is killed with SIGKILL and
+ * Idempotency-Keys, and act as the card processor (signed purchase messages retried by their
+ * message_id: purchases.ts), while readers read balances; meanwhile Emisor is killed with SIGKILL and
  * PostgreSQL restarted in immediate mode, again and again, and clients drop their own
  * connections mid-request. Afterwards SQL proves the books and exactly-once (see checks.ts).
  *
@@ -26,6 +27,7 @@ import { subclientBody } from "../helpers/people.ts";
 import {
   type Books,
   checkAfterRun,
+  checkCardPurchases,
   checkEventFeeds,
   checkSnapshot,
   type OpRecord,
@@ -35,6 +37,7 @@ import { type Answer, CarefulClient, type Session } from "./client.ts";
 import { freePort, PrivateCluster } from "./cluster.ts";
 import { withEmbeddedBooks } from "./embedded.ts";
 import { EmisorProcess } from "./emisor.ts";
+import { cardNetworkSecret, purchaseStory } from "./purchases.ts";
 
 const ci = process.argv.includes("--ci");
 const embedded = process.argv.includes("--pglite");
@@ -76,6 +79,8 @@ const weights: Array<[Kind, number]> = [
   ["unload", 6],
   ["pot", 6],
   ["return", 5],
+  // A purchase story: two to four messages of the card network.
+  ["card", 15],
 ];
 const tag = randomBytes(3).toString("hex").toUpperCase();
 const beneficiaryClabe = buildClabe("012", "180", 123456n);
@@ -224,6 +229,7 @@ async function main(): Promise<number> {
     PORT: String(port),
     EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
     EMISOR_SPEI_WEBHOOK_SECRET: "chaos-rail-secret",
+    EMISOR_CARD_NETWORK_SECRET: cardNetworkSecret,
     EMISOR_SIM_SPEI_SETTLE_MS: "300",
     EMISOR_SIM_SPEI_RETURN_PROBABILITY: "0.2",
     EMISOR_SIM_SPEI_JOURNAL: journal,
@@ -249,7 +255,15 @@ async function main(): Promise<number> {
     const worker = async () => {
       while (!loadOver) {
         const tenant = pick(tenants);
-        const op = tenant && newOp(pickKind(), tenant);
+        if (!tenant) continue;
+        const kind = pickKind();
+        if (kind === "card") {
+          // A purchase is a story of several messages, each its own operation (purchases.ts).
+          const record = (op: OpRecord) => ops.push(op);
+          await purchaseStory({ client, tag, tenant, record, giveUpAt: () => giveUpAt });
+          continue;
+        }
+        const op = newOp(kind, tenant);
         if (!op) continue;
         ops.push(op);
         op.answer = await client.send(op.method, op.path, op.session, op.body, op.key, giveUpAt);
@@ -440,6 +454,8 @@ async function main(): Promise<number> {
       ),
     );
     violations.push(...feedReport.violations);
+    const cards = await readBooks((books) => checkCardPurchases(books, database, ops));
+    violations.push(...cards.violations);
     const byKind = new Map<string, { ok: number; rejected: number; unanswered: number }>();
     const rejections = new Map<string, number>();
     for (const op of ops) {
@@ -466,6 +482,7 @@ async function main(): Promise<number> {
         ? `crashes survived: Emisor with its embedded engine SIGKILL ${crashes.emisorKilled}`
         : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
       `event feeds: ${feeds.length} pollers walked GET /v1/events by cursor (${counts.eventPolls} polls) and saw ${feedReport.seen} events of ${feedReport.stored} stored in their subtrees; missed ${feedReport.missed}, seen twice ${feedReport.duplicated}`,
+      `card messages: ${[...cards.outcomes].map(([outcome, n]) => `${outcome} ${n}`).join(", ")}; partial approvals ${cards.partial}, clearings over tolerance ${cards.overTolerance}, cards owing at the end ${cards.owingCards}; ${cards.checks} checks`,
       `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
       embedded
         ? `invariants: the books checked after each of the ${counts.snapshots} kills, before the restart; ${report.checks} checks after the run; violations: ${violations.length}`
@@ -572,16 +589,14 @@ async function withCards(name: string, base: string, client: seed.Client, clabe:
   return { name, session, clabe, clientId, potId: pot.clientId, cards: cards.map((c) => c.id), orders: [] };
 }
 
-/** The same key and body again: the stored answer, marked replayed, and no new effect. */
+/**
+ * The same key and body again (a card network message: the same message_id, signed afresh): the
+ * stored answer, marked replayed, and no new effect.
+ */
 async function replay(client: CarefulClient, op: OpRecord): Promise<[OpRecord, string | undefined]> {
-  const again: Answer | undefined = await client.send(
-    op.method,
-    op.path,
-    op.session,
-    op.body,
-    op.key,
-    Date.now() + 60_000,
-  );
+  const again: Answer | undefined = op.sign
+    ? await client.send(op.method, op.path, undefined, op.body, undefined, Date.now() + 60_000, op.sign)
+    : await client.send(op.method, op.path, op.session, op.body, op.key, Date.now() + 60_000);
   if (!again) return [op, "no answer"];
   if (!again.replayed) return [op, `not marked replayed (status ${again.status})`];
   if (JSON.stringify(again.body) !== JSON.stringify(op.answer?.body))

@@ -1,5 +1,6 @@
 import type { Tx } from "../../db/database.ts";
 import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
+import { authorizationCode } from "./authorize.ts";
 import { postCardEntry } from "./card-money.ts";
 import {
   authorizationEvent,
@@ -50,12 +51,23 @@ export async function adviseHold(tx: Tx, message: CardMessage, settings: Purchas
   const moved = await moveHold(tx, card, authorization, target, message);
   const reopened = authorization.status !== "PENDING" && target > 0n;
   const days = holdDaysFor(authorization.mcc, settings);
+  // An advice of nothing on an authorization that holds nothing changes nothing of its status.
+  const status =
+    target > 0n
+      ? "PENDING"
+      : authorization.status === "PENDING"
+        ? statusWithoutHold(authorization)
+        : authorization.status;
   const updated = await repo.updateAuthorization(tx, authorization.id, {
     held_cents: target,
     authorized_cents: authorization.cleared_cents + target,
     hold_account_id: moved.shard,
-    status: target > 0n ? "PENDING" : statusWithoutHold(authorization),
+    status,
     ...(reopened ? { expires_at: new Date(Date.now() + days * 86_400_000) } : {}),
+    // A declined authorization the network approved after all gets its code now.
+    ...(reopened && authorization.authorization_code === null
+      ? { authorization_code: authorizationCode() }
+      : {}),
   });
   return {
     result: "APPROVED",

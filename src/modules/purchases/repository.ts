@@ -110,18 +110,30 @@ export async function insertAuthorization(
 export type AuthorizationChange = Partial<
   Pick<
     AuthorizationRow,
-    "status" | "authorized_cents" | "held_cents" | "cleared_cents" | "expires_at" | "hold_account_id"
+    | "status"
+    | "authorized_cents"
+    | "held_cents"
+    | "cleared_cents"
+    | "expires_at"
+    | "hold_account_id"
+    | "authorization_code"
   >
 >;
 
+/**
+ * A declined authorization that an advice or a clearing (neither can be refused) moves on to
+ * another status loses its decline reason: the table holds a reason on DECLINED rows only, and
+ * the declined answer stays in the message history.
+ */
 export async function updateAuthorization(
   tx: Tx,
   id: string,
   change: AuthorizationChange,
 ): Promise<AuthorizationRow> {
+  const reason = change.status && change.status !== "DECLINED" ? { decline_reason: null } : {};
   return tx
     .updateTable("card_authorizations")
-    .set({ ...change, updated_at: sql`now()` })
+    .set({ ...change, ...reason, updated_at: sql`now()` })
     .where("id", "=", id)
     .returningAll()
     .executeTakeFirstOrThrow();
