@@ -231,4 +231,11 @@ export const limits = {
   /** A clearing file: lines in one upload, and its body in bytes. */
   clearingFileLinesMax: 100_000,
   clearingFileBytesMax: 64 * 1024 * 1024,
+  /**
+   * A clearing file's lanes: lines processed at once, each lane a card's lines in file order.
+   * Bounded so that a file holds a few of the pool's connections, not all of them.
+   */
+  clearingFileLanes: 4,
+  /** A clearing file's lines read (and card numbers deciphered) per turn of the event loop. */
+  clearingFileParseBatch: 256,
 } as const;

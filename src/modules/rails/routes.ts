@@ -7,6 +7,12 @@ import type { Operation } from "../../http/operation.ts";
 import { responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
+import {
+  ClearingFileBody,
+  type ClearingFileBodyType,
+  ClearingFileReportData,
+} from "../purchases/clearing-file-schemas.ts";
+import { receiveClearingFile } from "../purchases/clearing-files.ts";
 import { CardMessageBody, type CardMessageBodyType, MessageAnswerData } from "../purchases/schemas.ts";
 import { messageOf, processMessage, purchaseSettings } from "../purchases/service.ts";
 import {
@@ -160,10 +166,33 @@ const receiveCardMessageRoute: Operation = (scope, ctx) => {
   );
 };
 
+const receiveClearingFileRoute: Operation = (scope, ctx) => {
+  scope.post<{ Body: ClearingFileBodyType }>(
+    "/v1/rails/cards/clearing_files",
+    {
+      config: { auth: false },
+      bodyLimit: limits.clearingFileBytesMax,
+      schema: {
+        tags: ["rails"],
+        operationId: "receiveClearingFile",
+        summary: "A clearing file (CLEARING and RETURN lines), signed by the processor; answers its report",
+        description: `Header ${cardNetworkSignatureHeader}, as on the messages route. Up to ${limits.clearingFileLinesMax} lines, each a CLEARING or RETURN message with its own message_id; a bad line is refused alone and listed in the report. A repeated file_id with the same lines answers the first report again (Idempotent-Replayed: true); with other lines, 4802. An upload retried after a failure posts only the lines not yet posted.`,
+        body: ClearingFileBody,
+        response: responses(ClearingFileReportData),
+      },
+    },
+    async (request, reply) => {
+      const { report, replayed } = await receiveClearingFile(ctx, request.body);
+      if (replayed) reply.header("idempotent-replayed", "true");
+      return ok(report);
+    },
+  );
+};
+
 /** The card processor's calls, in a scope signed under EMISOR_CARD_NETWORK_SECRET. */
 export async function registerCardNetworkRoutes(scope: FastifyInstance, ctx: AppContext): Promise<void> {
   signedScope(scope, ctx, cardNetworkSigner);
-  for (const operation of [receiveCardMessageRoute]) operation(scope, ctx);
+  for (const operation of [receiveCardMessageRoute, receiveClearingFileRoute]) operation(scope, ctx);
 }
 
 export function checkSignature(ctx: AppContext, request: FastifyRequest, signer: Signer): void {
