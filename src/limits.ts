@@ -236,6 +236,11 @@ export const limits = {
    * Bounded so that a file holds a few of the pool's connections, not all of them.
    */
   clearingFileLanes: 4,
+  /**
+   * A clearing file's lines posted per transaction (clearing-batch.ts): large enough that a line
+   * costs a fraction of a statement, small enough that the cards it locks wait briefly.
+   */
+  clearingFileChunkLines: 250,
   /** A clearing file's lines read (and card numbers deciphered) per turn of the event loop. */
   clearingFileParseBatch: 256,
 } as const;

@@ -4,10 +4,10 @@
 // and counts what was posted as posted), the file's id refused with other lines, the limits, the
 // line's file_id recorded, and the ledger balanced throughout.
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
 import { limits } from "../src/limits.ts";
 import { startFile } from "../src/modules/purchases/clearing-file-repository.ts";
-import { linesDigest } from "../src/modules/purchases/clearing-files.ts";
 import { messageOf, processMessage, purchaseSettings } from "../src/modules/purchases/service.ts";
 import { cardNetworkSignatureHeader } from "../src/modules/rails/routes.ts";
 import { signSpeiCallback } from "../src/modules/transfers/signature.ts";
@@ -53,20 +53,35 @@ function fileId(): string {
   return `FILE-${process.pid}-${Date.now()}-${fileSequence}`;
 }
 
-/** POSTs a clearing file signed with the configured secret (or unsigned, or as given raw). */
+/** A file as NDJSON: the header line, then each line (a string is sent as it is, else as JSON). */
+function ndjson(id: string, lines: unknown[], eol = "\n"): string {
+  const text = lines.map((line) => (typeof line === "string" ? line : JSON.stringify(line)));
+  return [JSON.stringify({ file_id: id }), ...text].join(eol) + eol;
+}
+
+/** POSTs a clearing file's bytes signed with the configured secret (or unsigned, or as given). */
 async function postFile(
-  body: unknown,
-  options: { header?: string | null; raw?: string } = {},
+  raw: string,
+  options: { header?: string | null; contentType?: string } = {},
 ): Promise<Response<Report>> {
-  const raw = options.raw ?? JSON.stringify(body);
   const header =
     options.header === undefined
       ? signSpeiCallback(t.config.cardNetworkSecret ?? "", raw, Math.floor(Date.now() / 1000))
       : options.header;
   return call<Report>(t.app, "POST", "/v1/rails/cards/clearing_files", {
     raw,
-    headers: header === null ? {} : { [cardNetworkSignatureHeader]: header },
+    headers: {
+      "content-type": options.contentType ?? "application/x-ndjson",
+      ...(header === null ? {} : { [cardNetworkSignatureHeader]: header }),
+    },
   });
+}
+
+/** The report's digest of the lines: each message line as sent, ending in a LF. */
+function digestOf(lines: unknown[]): string {
+  return createHash("sha256")
+    .update(lines.map((line) => `${JSON.stringify(line)}\n`).join(""))
+    .digest("hex");
 }
 
 async function card(funds: number): Promise<string> {
@@ -95,10 +110,13 @@ async function available(cardId: string): Promise<{ available: number; held: num
   return { available: view.card.available, held: view.card.held, owed: view.card.owed };
 }
 
-test("the route refuses unsigned files and wrongly signed ones", async () => {
-  const body = { file_id: fileId(), lines: [{}] };
-  expectError(await postFile(body, { header: null }), 2801, 401);
-  expectError(await postFile(body, { header: "t=1,v1=00" }), 2801, 401);
+test("the route refuses unsigned files, wrongly signed ones, and other content types", async () => {
+  const raw = ndjson(fileId(), [{}]);
+  expectError(await postFile(raw, { header: null }), 2801, 401);
+  expectError(await postFile(raw, { header: "t=1,v1=00" }), 2801, 401);
+  const json = JSON.stringify({ file_id: fileId(), lines: [] });
+  const refused = expectError(await postFile(json, { contentType: "application/json" }), 1003, 415);
+  assert.match(refused.body.message, /application\/x-ndjson/);
 });
 
 test("a file's report counts and sums matched, force posts, returns, repeats and refused lines", async () => {
@@ -148,10 +166,12 @@ test("a file's report counts and sums matched, force posts, returns, repeats and
     },
     { message_id: messageId(), type: "CLEARING", authorization_id: first, amount: -5 },
     { message_id: messageId(), type: "CLEARING", card_id: cardId, amount: 5 },
-    "not a message",
+    '"not a message"',
+    '{"message_id": "broken", "type": "CLEARING",',
+    { message_id: messageId(), type: "RETURN", card_id: cardId, amount: 100, merchant: { name: "X" } },
   ];
   const id = fileId();
-  const response = await postFile({ file_id: id, lines });
+  const response = await postFile(ndjson(id, lines));
   const report = expectOk(response);
   assert.equal(response.headers["idempotent-replayed"], undefined);
   assert.deepEqual(
@@ -167,35 +187,41 @@ test("a file's report counts and sums matched, force posts, returns, repeats and
       duplicateLines: report.duplicates.lines.map((l) => [l.line, l.message_id]),
     },
     {
-      lines: 13,
+      lines: 15,
       matched: { count: 3, amount: 15_500 },
       force_posts: { count: 1, amount: 2_500 },
       returns: { count: 1, amount: 700 },
       net: 17_300,
       over: [1, 1_500],
-      overLines: [[3, shop]],
+      overLines: [[4, shop]],
       duplicates: [2, 4_100],
       duplicateLines: [
-        [6, repeated],
-        [7, sentBefore],
+        [7, repeated],
+        [8, sentBefore],
       ],
     },
   );
+  // Line numbers count the file_id line: the first message is line 2.
   assert.deepEqual(
     report.refused.lines.map((l) => [l.line, l.code]),
     [
-      [8, 3302],
-      [9, 3801],
-      [10, 1000],
+      [9, 3302],
+      [10, 3801],
       [11, 1000],
       [12, 1000],
       [13, 1000],
+      [14, 1000],
+      [15, 1001],
+      [16, 1000],
     ],
   );
-  assert.match(report.refused.lines[2]?.message ?? "", /^type: must be CLEARING or RETURN/);
-  assert.match(report.refused.lines[3]?.message ?? "", /^amount: must be at least 0/);
-  assert.match(report.refused.lines[4]?.message ?? "", /^merchant: is required/);
-  assert.equal(report.refused.lines[5]?.message_id, null);
+  const reasons = report.refused.lines.map((l) => l.message);
+  assert.match(reasons[2] ?? "", /^type: must be CLEARING or RETURN/);
+  assert.match(reasons[3] ?? "", /^amount: must be at least 0/);
+  assert.match(reasons[4] ?? "", /^merchant: is required/);
+  assert.match(reasons[5] ?? "", /^line: must be an object/);
+  assert.deepEqual([reasons[6], report.refused.lines[6]?.message_id], ["The line is not valid JSON", null]);
+  assert.match(reasons[7] ?? "", /^merchant\.mcc: is required/);
   // 1,000 - 160 held + 1 (the return sent before) + 10 (the rest of the second hold) - 5 (the
   // shop's clearing past its hold) - 25 (the force post) + 7 (the return).
   assert.deepEqual(await available(cardId), { available: 828, held: 0, owed: 0 });
@@ -215,20 +241,13 @@ test("a repeat answers the stored report; the same file_id with other lines is r
   const lines = [
     { message_id: messageId(), type: "CLEARING", authorization_id: authorization, amount: 2_000 },
   ];
-  const first = expectOk(await postFile({ file_id: id, lines }));
-  // The same lines, spaced and ordered otherwise, are the same file.
-  const reordered = lines.map((l) => ({
-    amount: l.amount,
-    type: l.type,
-    authorization_id: l.authorization_id,
-    message_id: l.message_id,
-  }));
-  const again = await postFile({ file_id: id, lines: reordered }, {});
+  const first = expectOk(await postFile(ndjson(id, lines)));
+  assert.equal(first.lines_sha256, digestOf(lines));
+  // CRLF line ends and blank lines change nothing: the message lines are the same bytes.
+  const again = await postFile(ndjson(id, ["", ...lines, "  "], "\r\n"));
   assert.equal(again.headers["idempotent-replayed"], "true");
   assert.deepEqual(expectOk(again), first);
-  assert.equal(first.lines_sha256, linesDigest(lines));
-  const other = [{ ...lines[0], amount: 1_999 }];
-  expectError(await postFile({ file_id: id, lines: other }), 4802, 409);
+  expectError(await postFile(ndjson(id, [{ ...lines[0], amount: 1_999 }])), 4802, 409);
   assert.deepEqual(await available(cardId), { available: 80, held: 0, owed: 0 });
   await assertLedgerBalanced(t);
 });
@@ -244,24 +263,27 @@ test("an upload retried after a crash half-way posts the rest and counts the fir
     amount: (i + 1) * 1_000,
   }));
   // What the first upload did before it died: the file's row, and its first two lines.
-  await startFile(t.ctx.db, id, lines.length, linesDigest(lines));
+  await startFile(t.ctx.db, id, lines.length, digestOf(lines));
   for (const line of lines.slice(0, 2))
     await processMessage(t.ctx.db, await messageOf(t.ctx, line as never, id), purchaseSettings(t.ctx));
-  const report = expectOk(await postFile({ file_id: id, lines }));
+  const report = expectOk(await postFile(ndjson(id, lines)));
   assert.deepEqual([report.matched, report.duplicates.count], [{ count: 3, amount: 6_000 }, 0]);
   assert.deepEqual(await available(cardId), { available: 440, held: 0, owed: 0 });
   await assertLedgerBalanced(t);
 });
 
-test("a file over the line limit is refused whole (400), over the byte limit with 413", async () => {
-  const lines = Array.from({ length: limits.clearingFileLinesMax + 1 }, () => ({}));
-  const tooMany = expectError(await postFile({ file_id: fileId(), lines }), 1000, 400);
-  assert.match(tooMany.body.message, /^lines: /);
-  expectError(await postFile({ file_id: fileId(), lines: [] }), 1000, 400);
-  const padding = "x".repeat(limits.clearingFileBytesMax);
-  expectError(
-    await postFile(undefined, { raw: `{"file_id":"big","lines":[],"pad":"${padding}"}` }),
-    1002,
-    413,
+test("a file without a valid first line, without lines or over the limits is refused whole", async () => {
+  const noHeader = expectError(
+    await postFile(ndjson("", [{}]).replace('{"file_id":""}', '{"id":1}')),
+    1000,
+    400,
   );
+  assert.match(noHeader.body.message, /^file_id: is required/);
+  expectError(await postFile("\n\n"), 1004, 400);
+  expectError(await postFile(`${JSON.stringify({ file_id: fileId() })}\n`), 1000, 400);
+  const lines = Array.from({ length: limits.clearingFileLinesMax + 1 }, () => "{}");
+  const tooMany = expectError(await postFile(ndjson(fileId(), lines)), 1000, 400);
+  assert.match(tooMany.body.message, /^lines: must be at most 100000 message lines/);
+  const padding = "x".repeat(limits.clearingFileBytesMax);
+  expectError(await postFile(`{"file_id":"big"}\n"${padding}"\n`), 1002, 413);
 });

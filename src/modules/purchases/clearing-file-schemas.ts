@@ -1,29 +1,27 @@
 import { type Static, Type } from "typebox";
-import { limits } from "../../limits.ts";
 import { MessageId } from "./schemas.ts";
 
 /**
- * A clearing file as the processor uploads it: one JSON object with the file's id and its lines,
- * each line a CLEARING or RETURN message as the messages route takes it. JSON rather than NDJSON:
- * the signed scope already reads JSON bodies (the signature over the exact bytes, then strict
- * parsing), and a file of 100,000 lines is one object either way. The lines are validated one
- * by one by the service, not here, so that a bad line refuses only itself.
+ * A clearing file as the processor uploads it: NDJSON (Content-Type: application/x-ndjson), a
+ * first line `{"file_id": "..."}`, then one CLEARING or RETURN message per line, as the messages
+ * route takes each. NDJSON rather than one JSON object with a `lines` array: production runs with
+ * a V8 heap of 128 MB (package.json's serve script), and a 100,000-line array parsed whole (its
+ * text, then its objects, both in the heap at once) took the heap to that limit; lines read one at
+ * a time from the body's bytes (outside the heap) keep only what each line decided. And a line
+ * that is not valid JSON then refuses only itself, not the file.
  */
-export const ClearingFileBody = Type.Object(
+export const ClearingFileHeader = Type.Object(
   {
     file_id: Type.String({
       ...MessageId,
       description: "The processor's id of the file: a repeat answers the first report again",
     }),
-    lines: Type.Array(Type.Unknown(), {
-      minItems: 1,
-      maxItems: limits.clearingFileLinesMax,
-      description: "CLEARING and RETURN messages, each with its own message_id, in the order to apply",
-    }),
   },
   { additionalProperties: false },
 );
-export type ClearingFileBodyType = Static<typeof ClearingFileBody>;
+export type ClearingFileHeaderType = Static<typeof ClearingFileHeader>;
+
+export const ndjsonContentType = "application/x-ndjson";
 
 const Cents = (description: string) => Type.Integer({ description });
 
@@ -31,14 +29,16 @@ const Tally = (description: string) =>
   Type.Object({ count: Type.Integer(), amount: Cents("MXN centavos") }, { description });
 
 const LineRef = Type.Object({
-  line: Type.Integer({ description: "1-based position in `lines`" }),
+  line: Type.Integer({ description: "The line's number in the upload (the file_id line is line 1)" }),
   message_id: Type.Union([Type.String(), Type.Null()]),
 });
 
 export const ClearingFileReportData = Type.Object({
   file_id: Type.String(),
-  lines: Type.Integer(),
-  lines_sha256: Type.String({ description: "SHA-256 of the lines (keys sorted): what a repeat must match" }),
+  lines: Type.Integer({ description: "Message lines in the file (the file_id line and blank lines aside)" }),
+  lines_sha256: Type.String({
+    description: "SHA-256 of the message lines as sent (each ending in \\n): what a repeat must match",
+  }),
   matched: Tally("Clearings of an authorization: its hold settled"),
   force_posts: Tally("Clearings naming no authorization, posted as force posts"),
   returns: Tally("Refunds credited to cards"),
