@@ -2,13 +2,18 @@
 // returns, repeats and refused lines counted and summed in the report, each line posted once (a
 // repeat of the file answers its report; an upload retried after a crash half-way posts the rest
 // and counts what was posted as posted), the file's id refused with other lines, the limits, the
-// line's file_id recorded, and the ledger balanced throughout.
+// line's file_id recorded, and the ledger balanced throughout; and the operator's daily settlement
+// with the network (`emisor settlement`) over a Mexico City day.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
+import { promisify } from "node:util";
+import { sql } from "kysely";
 import { limits } from "../src/limits.ts";
 import { startFile } from "../src/modules/purchases/clearing-file-repository.ts";
 import { messageOf, processMessage, purchaseSettings } from "../src/modules/purchases/service.ts";
+import { dailySettlement } from "../src/modules/purchases/settlement.ts";
 import { cardNetworkSignatureHeader } from "../src/modules/rails/routes.ts";
 import { signSpeiCallback } from "../src/modules/transfers/signature.ts";
 import { call, createTenant, expectError, expectOk, type Response, type Tenant } from "./helpers/api.ts";
@@ -286,4 +291,110 @@ test("a file without a valid first line, without lines or over the limits is ref
   assert.match(tooMany.body.message, /^lines: must be at most 100000 message lines/);
   const padding = "x".repeat(limits.clearingFileBytesMax);
   expectError(await postFile(`{"file_id":"big"}\n"${padding}"\n`), 1002, 413);
+});
+
+/** The CLI against this file's database (PostgreSQL: the embedded one is this process's alone). */
+async function emisor(args: string[]) {
+  const env = {
+    ...process.env,
+    EMISOR_MASTER_KEY: t.config.masterKey,
+    EMISOR_DATA_DIR: t.config.dataDir,
+    DATABASE_URL: t.databaseUrl ?? "",
+  };
+  return promisify(execFile)(process.execPath, ["bin/emisor.js", ...args], { env, timeout: 60_000 });
+}
+
+test("the day's settlement: clearings less returns plus return reversals, by Mexico City's day", async () => {
+  const cardId = await card(1_000);
+  const authorization = await hold(cardId, 10_000);
+  const id = {
+    cleared: messageId(),
+    forced: messageId(),
+    returned: messageId(),
+    early: messageId(),
+    late: messageId(),
+  };
+  const lines = [
+    { message_id: id.cleared, type: "CLEARING", authorization_id: authorization, amount: 10_000 },
+    { message_id: id.forced, type: "CLEARING", card_id: cardId, amount: 2_000, merchant },
+    { message_id: id.returned, type: "RETURN", card_id: cardId, amount: 3_000, merchant },
+    { message_id: id.early, type: "CLEARING", card_id: cardId, amount: 111, merchant },
+    { message_id: id.late, type: "RETURN", card_id: cardId, amount: 222, merchant },
+  ];
+  expectOk(await postFile(ndjson(fileId(), lines)));
+  const reversal = messageId();
+  expectOk(
+    await postCardMessage(t, {
+      type: "RETURN_REVERSAL",
+      original_message_id: id.returned,
+      message_id: reversal,
+    }),
+  );
+  // 2021-07-01 in Mexico City ran from 05:00 to 05:00 UTC (summer time, before 2023): the
+  // messages are moved to instants around those bounds.
+  const at: Record<string, string> = {
+    [id.cleared]: "2021-07-01T05:00:00Z",
+    [id.forced]: "2021-07-01T17:30:00Z",
+    [id.returned]: "2021-07-02T04:59:59.999Z",
+    [reversal]: "2021-07-01T23:00:00Z",
+    [id.early]: "2021-07-01T04:59:59.999Z",
+    [id.late]: "2021-07-02T05:00:00Z",
+  };
+  for (const [messageId, instant] of Object.entries(at))
+    await sql`update card_network_messages set created_at = ${instant}::timestamptz where message_id = ${messageId}`.execute(
+      t.ctx.db,
+    );
+  const day = await dailySettlement(t.ctx.db, "2021-07-01");
+  assert.deepEqual(
+    [
+      day.from.toISOString(),
+      day.until.toISOString(),
+      day.clearings,
+      day.returns,
+      day.returnReversals,
+      day.owedCents,
+    ],
+    [
+      "2021-07-01T05:00:00.000Z",
+      "2021-07-02T05:00:00.000Z",
+      { count: 2, amountCents: 12_000n },
+      { count: 1, amountCents: 3_000n },
+      { count: 1, amountCents: 3_000n },
+      12_000n,
+    ],
+  );
+  const winter = await dailySettlement(t.ctx.db, "2030-01-15");
+  assert.deepEqual([winter.from.toISOString(), winter.owedCents], ["2030-01-15T06:00:00.000Z", 0n]);
+  await assertLedgerBalanced(t);
+});
+
+test("emisor settlement prints the day's figures, for a program (--json) and a person", async (s) => {
+  await assert.rejects(emisor(["settlement", "--date", "2021-02-30"]), /--date is required, as YYYY-MM-DD/);
+  await assert.rejects(emisor(["settlement"]), /--date is required/);
+  if (!t.databaseUrl) {
+    s.skip("the CLI shares this file's database on PostgreSQL only (the embedded one is locked)");
+    return;
+  }
+  const cardId = await card(100);
+  const forced = messageId();
+  const line = { message_id: forced, type: "CLEARING", card_id: cardId, amount: 4_550, merchant };
+  expectOk(await postFile(ndjson(fileId(), [line])));
+  // 2030-03-01 in Mexico City runs from 06:00 to 06:00 UTC.
+  await sql`update card_network_messages set created_at = '2030-03-01T06:00:00Z' where message_id = ${forced}`.execute(
+    t.ctx.db,
+  );
+  const { stdout } = await emisor(["settlement", "--date", "2030-03-01", "--json"]);
+  assert.deepEqual(JSON.parse(stdout), {
+    date: "2030-03-01",
+    time_zone: "America/Mexico_City",
+    from: "2030-03-01T06:00:00.000Z",
+    until: "2030-03-02T06:00:00.000Z",
+    clearings: { count: 1, amount: 45.5 },
+    returns: { count: 0, amount: 0 },
+    return_reversals: { count: 0, amount: 0 },
+    owed_to_network: 45.5,
+  });
+  const human = await emisor(["settlement", "--date", "2030-03-01"]);
+  assert.match(human.stdout, /^Card network settlement for 2030-03-01 \(America\/Mexico_City/);
+  assert.match(human.stdout, /owed to network\s+45\.50 MXN/);
 });
