@@ -232,15 +232,18 @@ export const limits = {
   clearingFileLinesMax: 100_000,
   clearingFileBytesMax: 64 * 1024 * 1024,
   /**
-   * A clearing file's lanes: lines processed at once, each lane a card's lines in file order.
-   * Bounded so that a file holds a few of the pool's connections, not all of them.
+   * A clearing file's lanes: chunks posted at once, each lane a set of cards' lines in file order.
+   * Every chunk ends on the same CARD_HOLDS shards, so lanes beyond the cores only queue there,
+   * and an authorization arriving meanwhile queues behind them (bench/NOTES.md: two lanes post
+   * as fast as four, and halve its wait).
    */
-  clearingFileLanes: 4,
+  clearingFileLanes: 2,
   /**
    * A clearing file's lines posted per transaction (clearing-batch.ts): large enough that a line
-   * costs a fraction of a statement, small enough that the cards it locks wait briefly.
+   * costs a fraction of a statement, small enough that the cards and shards it locks are held
+   * briefly (125 posts as fast as 250, with a fifth of an authorization's wait meanwhile at p99).
    */
-  clearingFileChunkLines: 250,
+  clearingFileChunkLines: 125,
   /** A clearing file's lines read (and card numbers deciphered) per turn of the event loop. */
   clearingFileParseBatch: 256,
 } as const;
