@@ -10,6 +10,8 @@ import { createHash } from "node:crypto";
 import { after, before, test } from "node:test";
 import { promisify } from "node:util";
 import { sql } from "kysely";
+import { encryptFor } from "../src/crypto/rsa.ts";
+import { shardsOf, systemAccounts } from "../src/ledger/accounts.ts";
 import { limits } from "../src/limits.ts";
 import { startFile } from "../src/modules/purchases/clearing-file-repository.ts";
 import { messageOf, processMessage, purchaseSettings } from "../src/modules/purchases/service.ts";
@@ -17,7 +19,7 @@ import { dailySettlement } from "../src/modules/purchases/settlement.ts";
 import { cardNetworkSignatureHeader } from "../src/modules/rails/routes.ts";
 import { signSpeiCallback } from "../src/modules/transfers/signature.ts";
 import { call, createTenant, expectError, expectOk, type Response, type Tenant } from "./helpers/api.ts";
-import { spendableCard } from "./helpers/cards.ts";
+import { panOf, spendableCard } from "./helpers/cards.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 import { assertLedgerBalanced, messageId, postCardMessage } from "./helpers/rails.ts";
 
@@ -274,6 +276,137 @@ test("an upload retried after a crash half-way posts the rest and counts the fir
   const report = expectOk(await postFile(ndjson(id, lines)));
   assert.deepEqual([report.matched, report.duplicates.count], [{ count: 3, amount: 6_000 }, 0]);
   assert.deepEqual(await available(cardId), { available: 440, held: 0, owed: 0 });
+  await assertLedgerBalanced(t);
+});
+
+/** The lines of one card's day, on its holds: split, tipped past the rule, forced past its balance, refunded. */
+async function cardDay(cardId: string) {
+  const restaurant = { ...merchant, name: "TACOS EL GUERO", mcc: "5812" };
+  const order = await hold(cardId, 3_000);
+  const answer = expectOk(
+    await postCardMessage(t, {
+      type: "AUTHORIZATION",
+      card_id: cardId,
+      amount: 5_000,
+      merchant: restaurant,
+      channel: "CONTACTLESS",
+    }),
+  ) as { authorization_id: string };
+  const shop = await hold(cardId, 2_000);
+  const lines = [
+    { type: "CLEARING", authorization_id: order, amount: 1_000, is_final: false },
+    { type: "CLEARING", authorization_id: order, amount: 1_500 },
+    { type: "CLEARING", authorization_id: answer.authorization_id, amount: 6_500 },
+    { type: "CLEARING", card_id: cardId, amount: 9_000, merchant },
+    { type: "RETURN", card_id: cardId, amount: 4_000, merchant },
+    { type: "CLEARING", card_id: cardId, authorization_id: shop, amount: 2_000 },
+    { type: "RETURN", authorization_id: order, amount: 100 },
+  ].map((line) => ({ message_id: messageId(), ...line }));
+  return { lines, authorizations: [order, answer.authorization_id, shop] };
+}
+
+async function authorizationState(id: string) {
+  const view = expectOk(await call(t.app, "GET", `/v1/authorizations/${id}`, { token: tenant.token })) as {
+    authorization: { status: string; held: number; cleared: number; authorized: number };
+  };
+  const { status, held, cleared, authorized } = view.authorization;
+  return { status, held, cleared, authorized };
+}
+
+test("a file posts what the messages route posts, line for line", async () => {
+  const [one, other] = [await card(100), await card(100)];
+  const sent = await cardDay(one);
+  const answers = [];
+  for (const line of sent.lines)
+    answers.push(expectOk(await postCardMessage(t, line)) as Record<string, unknown>);
+  const filed = await cardDay(other);
+  const report = expectOk(await postFile(ndjson(fileId(), filed.lines)));
+  assert.deepEqual([report.matched.count, report.force_posts.count, report.returns.count], [4, 1, 2]);
+  assert.deepEqual(
+    report.over_tolerance.lines.map((l) => l.line),
+    [4],
+  );
+  const stored = await t.ctx.db
+    .selectFrom("card_network_messages")
+    .select(["message_id", "response"])
+    .where(
+      "message_id",
+      "in",
+      filed.lines.map((l) => l.message_id),
+    )
+    .execute();
+  const byId = new Map(stored.map((row) => [row.message_id, row.response as Record<string, unknown>]));
+  // The same answers, but for the ids (and a force post's new authorization).
+  const comparable = (answer: Record<string, unknown> | undefined) => ({
+    ...answer,
+    message_id: undefined,
+    authorization_id: undefined,
+  });
+  assert.deepEqual(
+    filed.lines.map((line) => comparable(byId.get(line.message_id))),
+    answers.map(comparable),
+  );
+  assert.deepEqual(await available(other), await available(one));
+  // 100 held whole; 5 of the order's hold back; the tip past its hold takes those 5 and owes 10;
+  // the force post owes 90 more; the returns repay 40 and 1.
+  assert.deepEqual(await available(other), { available: 0, held: 0, owed: 59 });
+  // Posted as one chunk: every entry on the chunk's one CARD_NETWORK shard (a chunk that failed
+  // whole would have been posted a line at a time, each line on a shard of its own choosing).
+  const shards = await sql<{ account_id: string }>`
+    select distinct p.account_id from card_network_messages m join postings p on p.entry_id = m.entry_id
+    where m.message_id = any(${filed.lines.map((l) => l.message_id)}::text[])
+      and p.account_id = any(${shardsOf(systemAccounts.cardNetwork)}::uuid[])`.execute(t.ctx.db);
+  assert.equal(shards.rows.length, 1);
+  for (const [i, id] of filed.authorizations.entries())
+    assert.deepEqual(await authorizationState(id), await authorizationState(sent.authorizations[i] ?? ""));
+  await assertLedgerBalanced(t);
+});
+
+test("a line may name its card by its number, ciphered under the system key", async () => {
+  const cardId = await card(100);
+  const pan = await panOf(t, cardId);
+  const number = () => encryptFor(t.ctx.systemKey.publicKeyPem, pan);
+  const lines = [
+    { message_id: messageId(), type: "CLEARING", card_number: number(), amount: 1_200, merchant },
+    { message_id: messageId(), type: "RETURN", card_number: number(), amount: 200, merchant },
+    { message_id: messageId(), type: "CLEARING", card_number: pan, amount: 1, merchant },
+  ];
+  const report = expectOk(await postFile(ndjson(fileId(), lines)));
+  assert.deepEqual(
+    [report.force_posts, report.returns],
+    [
+      { count: 1, amount: 1_200 },
+      { count: 1, amount: 200 },
+    ],
+  );
+  assert.deepEqual(
+    report.refused.lines.map((l) => [l.line, l.code]),
+    [[4, 1301]],
+  );
+  assert.deepEqual(await available(cardId), { available: 90, held: 0, owed: 0 });
+});
+
+test("two uploads of one file at once post each line once and answer one report", async () => {
+  const cardId = await card(500);
+  const holds = [await hold(cardId, 1_000), await hold(cardId, 2_000)];
+  const lines = [
+    ...holds.map((id) => ({
+      message_id: messageId(),
+      type: "CLEARING",
+      authorization_id: id,
+      amount: 1_000,
+    })),
+    { message_id: messageId(), type: "RETURN", card_id: cardId, amount: 500, merchant },
+  ];
+  const raw = ndjson(fileId(), lines);
+  const [first, second] = await Promise.all([postFile(raw), postFile(raw)]);
+  assert.deepEqual(expectOk(second), expectOk(first));
+  assert.deepEqual(
+    [expectOk(first).matched, expectOk(first).returns.count],
+    [{ count: 2, amount: 2_000 }, 1],
+  );
+  // 500 - 30 held + 10 (the second hold's rest) + 5 (the return).
+  assert.deepEqual(await available(cardId), { available: 485, held: 0, owed: 0 });
   await assertLedgerBalanced(t);
 });
 
