@@ -235,4 +235,19 @@ export const limits = {
   /** A clearing file: lines in one upload, and its body in bytes. */
   clearingFileLinesMax: 100_000,
   clearingFileBytesMax: 64 * 1024 * 1024,
+  /**
+   * A clearing file's lanes: chunks posted at once, each lane a set of cards' lines in file order.
+   * Every chunk ends on the same CARD_HOLDS shards, so lanes beyond the cores only queue there,
+   * and an authorization arriving meanwhile queues behind them (bench/NOTES.md: two lanes post
+   * as fast as four, and halve its wait).
+   */
+  clearingFileLanes: 2,
+  /**
+   * A clearing file's lines posted per transaction (clearing-batch.ts): large enough that a line
+   * costs a fraction of a statement, small enough that the cards and shards it locks are held
+   * briefly (125 posts as fast as 250, with a fifth of an authorization's wait meanwhile at p99).
+   */
+  clearingFileChunkLines: 125,
+  /** A clearing file's lines read (and card numbers deciphered) per turn of the event loop. */
+  clearingFileParseBatch: 256,
 } as const;

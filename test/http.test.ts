@@ -686,7 +686,7 @@ test("the OpenAPI document states the headers the service sends and reads, where
   // Every operation but login and the rail's (signed) callbacks takes the bearer token.
   assert.deepEqual(
     idsWith((o) => !o.security?.some((scheme) => scheme.bearerAuth)),
-    ["login", "receiveCardMessage", "receiveSpeiOrderState", "receiveSpeiTransfer"],
+    ["login", "receiveCardMessage", "receiveClearingFile", "receiveSpeiOrderState", "receiveSpeiTransfer"],
   );
   const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
     components: { securitySchemes: Record<string, { type: string; scheme: string }> };

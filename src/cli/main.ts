@@ -4,12 +4,14 @@ import { createContext } from "../context.ts";
 import { type Database, openDatabase } from "../db/database.ts";
 import { migrate } from "../db/migrate.ts";
 import { containsCardNumber } from "../domain/luhn.ts";
+import { isRealDate } from "../domain/spei.ts";
 import { AppError } from "../errors.ts";
-import { parsePesosText, toPesos } from "../ledger/money.ts";
+import { formatPesos, parsePesosText, toPesos } from "../ledger/money.ts";
 import { limits } from "../limits.ts";
 import { main as serve } from "../main.ts";
 import { forgetKeyFailures } from "../modules/auth/repository.ts";
 import { createRootClient } from "../modules/clients/service.ts";
+import { dailySettlement, settlementTimeZone } from "../modules/purchases/settlement.ts";
 import { characterCount } from "../text.ts";
 
 /**
@@ -22,6 +24,8 @@ const usage = `Usage:
   emisor tenant create --name NAME [--alias ALIAS] [--available 1000.00] [--json]
                                      create a root client with an API key
   emisor key unlock --api-key KEY    lift an API key's login lock (failed logins forgotten)
+  emisor settlement --date YYYY-MM-DD [--json]
+                                     what the issuer owes the card network for a Mexico City day
 Environment: DATABASE_URL selects PostgreSQL; otherwise the embedded database in EMISOR_DATA_DIR.`;
 
 /** Opens the configured database, applies pending migrations, runs `work`, closes. */
@@ -129,6 +133,47 @@ async function keyUnlock(args: string[]): Promise<void> {
   );
 }
 
+/**
+ * The day's settlement with the card network, for the operator: clearings less returns plus return
+ * reversals, for a Mexico City calendar day, from what the processor's messages posted.
+ */
+async function settlement(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { date: { type: "string" }, json: { type: "boolean", default: false } },
+  });
+  const date = values.date ?? "";
+  if (!isRealDate(date)) throw new Error("--date is required, as YYYY-MM-DD (a Mexico City calendar day)");
+  const day = await withDatabase(async (database) => dailySettlement(database.db, date));
+  const tally = (t: { count: number; amountCents: bigint }) => ({
+    count: t.count,
+    amount: toPesos(t.amountCents),
+  });
+  const output = {
+    date: day.date,
+    time_zone: settlementTimeZone,
+    from: day.from.toISOString(),
+    until: day.until.toISOString(),
+    clearings: tally(day.clearings),
+    returns: tally(day.returns),
+    return_reversals: tally(day.returnReversals),
+    owed_to_network: toPesos(day.owedCents),
+  };
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(output)}\n`);
+    return;
+  }
+  const line = (name: string, t: { count: number; amountCents: bigint }) =>
+    `  ${name.padEnd(18)} ${String(t.count).padStart(9)}  ${formatPesos(t.amountCents).padStart(18)}\n`;
+  process.stdout.write(
+    `Card network settlement for ${day.date} (${settlementTimeZone}, ${output.from} to ${output.until})\n` +
+      line("clearings", day.clearings) +
+      line("returns", day.returns) +
+      line("return reversals", day.returnReversals) +
+      `  ${"owed to network".padEnd(18)} ${"".padStart(9)}  ${formatPesos(day.owedCents).padStart(18)} MXN\n`,
+  );
+}
+
 export async function run(argv: string[]): Promise<void> {
   const [command = "serve", sub, ...rest] = argv;
   if (command === "serve") return serve();
@@ -139,6 +184,7 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (command === "tenant" && sub === "create") return tenantCreate(rest);
   if (command === "key" && sub === "unlock") return keyUnlock(rest);
+  if (command === "settlement") return settlement(argv.slice(1));
   if (command === "help" || command === "--help" || command === "-h") {
     process.stdout.write(`${usage}\n`);
     return;

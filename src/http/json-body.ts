@@ -59,6 +59,33 @@ export function readJsonBody(request: FastifyRequest, raw: Buffer): unknown {
   return value;
 }
 
+/**
+ * One JSON text read by the rules of a body above (UTF-8, no prototype keys, nesting, exact
+ * numbers, each member once): for the lines of an NDJSON upload, each read alone, so that a line
+ * that breaks one is refused by itself with the error a body would get.
+ */
+export function readJsonText(raw: Buffer): unknown {
+  let text: string;
+  try {
+    text = utf8.decode(raw);
+  } catch {
+    throw new AppError(errors.malformedJson, { message: "The line is not valid JSON: it is not UTF-8" });
+  }
+  let value: unknown;
+  try {
+    value = secureJson.parse(text, undefined, { protoAction: "error", constructorAction: "error" });
+  } catch {
+    throw new AppError(errors.malformedJson, { message: "The line is not valid JSON" });
+  }
+  const problem = jsonTextProblem(text);
+  if (problem)
+    throw new AppError(errors.validationFailed, {
+      message: `${problem.field}: ${problem.message}`,
+      details: [problem],
+    });
+  return value;
+}
+
 /** Replaces Fastify's JSON parser (which decodes invalid UTF-8 to U+FFFD) with `readJsonBody`. */
 export function registerJsonBody(app: FastifyInstance): void {
   app.removeContentTypeParser("application/json");

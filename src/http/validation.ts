@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormatsModule from "ajv-formats";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
 import { containsCardNumber } from "../domain/luhn.ts";
-import { cardNumberRule, type ValidationDetail } from "../errors.ts";
+import { type AppError, cardNumberRule, type ValidationDetail, validationError } from "../errors.ts";
 import { limits } from "../limits.ts";
 
 /**
@@ -258,6 +258,20 @@ function messageOf(error: ErrorObject): string {
     default:
       return typeof custom === "string" ? custom : (error.message ?? "is invalid");
   }
+}
+
+/**
+ * A check of one value against a body schema, answering the catalog error a body failing it gets
+ * (1000 with its details), or undefined: for a clearing file's lines, each checked alone so that a
+ * bad line refuses only itself.
+ */
+export function bodyChecker(schema: object): (value: unknown) => AppError | undefined {
+  const validate = bodyAjv.compile(schema) as ValidateFunction;
+  return (value) => {
+    if (validate(value)) return undefined;
+    const { details, total } = validationDetails(validate.errors ?? [], "line");
+    return validationError(details, total);
+  };
 }
 
 /**

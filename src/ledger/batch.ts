@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from "kysely";
+import type { Tx } from "../db/database.ts";
 import { assertBalanced, type EntryInput, netByAccount, onShards } from "./ledger.ts";
 import type { Cents } from "./money.ts";
 
@@ -29,7 +30,23 @@ export type BatchEntry = Required<Pick<EntryInput, "id">> & EntryInput;
 export function ledgerBatch(entries: BatchEntry[], chosen = new Map<string, string>()): LedgerBatch {
   // One shard per sharded account for the whole batch: the batch is one transaction, so spreading
   // its entries would only lock and update more rows.
-  const placed = entries.map((entry) => ({ ...entry, postings: onShards(entry.postings, chosen) }));
+  return batchOf(entries.map((entry) => ({ ...entry, postings: onShards(entry.postings, chosen) })));
+}
+
+/**
+ * Many entries in one statement of its own, each on exactly the accounts it names, a shard named
+ * as itself (as postEntryOnShards posts one): for a caller that decided a batch's movements one by
+ * one, holds the rows of its own accounts already, and posts to the shards its holds sit on. The
+ * rows are written before the accounts are locked: the system accounts' rows, which every other
+ * movement waits for, are then held for their moves and the commit, not for hundreds of inserts.
+ */
+export async function postEntriesOnShards(tx: Tx, entries: BatchEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  const batch = batchOf(entries, { rowsFirst: true });
+  await sql`with ${batch.ctes} select ${batch.steps}`.execute(tx);
+}
+
+function batchOf(placed: BatchEntry[], options: { rowsFirst?: boolean } = {}): LedgerBatch {
   for (const entry of placed) assertBalanced(entry.postings);
   const net = netByAccount(placed.flatMap((entry) => entry.postings)).filter(([, delta]) => delta !== 0n);
   const ctes = sql`
@@ -43,11 +60,13 @@ export function ledgerBatch(entries: BatchEntry[], chosen = new Map<string, stri
       from ledger_net n
       where a.id = n.id and (a.allow_negative or a.balance_cents + n.delta >= 0) returning a.id),
     ${entryRows(placed)}`;
-  const steps = sql`
+  const moves = sql`
     (select count(*) from ledger_locked) as ledger_locked,
     emisor_require((select count(*) from ledger_moved) = ${net.length}, 'an account does not cover the batch')
-      as ledger_moved,
-    ${rowsWritten} as ledger_rows`;
+      as ledger_moved`;
+  const steps = options.rowsFirst
+    ? sql`${rowsWritten} as ledger_rows, ${moves}`
+    : sql`${moves}, ${rowsWritten} as ledger_rows`;
   return { ctes, steps };
 }
 

@@ -1,6 +1,7 @@
 import type { Tx } from "../../db/database.ts";
 import { openOwedAccount } from "../../ledger/card-owed.ts";
-import { type Posting, postEntryOnShards } from "../../ledger/ledger.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { type EntryInput, type Posting, postEntryOnShards } from "../../ledger/ledger.ts";
 import type { CardState } from "./repository.ts";
 
 /**
@@ -52,17 +53,31 @@ export interface CardEntry {
   metadata: Record<string, unknown>;
 }
 
-/** Writes one entry: the system postings, and the card's side for the rest. Null when nothing moves. */
-export async function postCardEntry(tx: Tx, card: CardState, entry: CardEntry): Promise<string | null> {
+/**
+ * One entry as the ledger takes it: the system postings, and the card's side for the rest (the
+ * card's state moves with it). Null when nothing moves. For a caller that writes many at once.
+ */
+export async function cardEntryInput(
+  tx: Tx,
+  card: CardState,
+  entry: CardEntry,
+): Promise<(EntryInput & { id: string }) | null> {
   const system = entry.system.filter((posting) => posting.amountCents !== 0n);
   const delta = -system.reduce((sum, posting) => sum + posting.amountCents, 0n);
   const postings = [...system, ...(await cardSide(tx, card, delta))];
   if (postings.length < 2) return null;
-  return postEntryOnShards(tx, {
+  return {
+    id: timeOrderedUuid(),
     kind: entry.kind,
     description: entry.description,
     clientId: card.client_id,
     metadata: entry.metadata,
     postings,
-  });
+  };
+}
+
+/** Writes one entry: the system postings, and the card's side for the rest. Null when nothing moves. */
+export async function postCardEntry(tx: Tx, card: CardState, entry: CardEntry): Promise<string | null> {
+  const input = await cardEntryInput(tx, card, entry);
+  return input ? postEntryOnShards(tx, input) : null;
 }

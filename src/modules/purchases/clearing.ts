@@ -5,7 +5,7 @@ import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { toPesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
 import type { NewEvent } from "../events/outbox.ts";
-import { postCardEntry, spendable } from "./card-money.ts";
+import { type CardEntry, postCardEntry, spendable } from "./card-money.ts";
 import { type CardMessage, lockAuthorization, lockNamedCard, type Outcome } from "./message.ts";
 import * as repo from "./repository.ts";
 
@@ -21,7 +21,7 @@ export function withinTolerance(authorizedCents: bigint, clearedCents: bigint, m
 }
 
 /** `card_transaction.created`: a clearing, a force post, a return or a return reversal posted. */
-function transactionEvent(
+export function transactionEvent(
   message: CardMessage,
   card: repo.CardState,
   amountCents: bigint,
@@ -44,37 +44,56 @@ function transactionEvent(
   };
 }
 
+/** What a CLEARING of an authorization moves and changes, decided before anything is written. */
+export interface ClearingPlan {
+  entry: CardEntry;
+  change: Required<Pick<repo.AuthorizationChange, "cleared_cents" | "held_cents" | "status">>;
+  overTolerance: boolean;
+}
+
 /**
  * CLEARING of an authorization: the amount settles from the hold, and from the card for what goes
  * beyond the hold (a tip, a clearing after the hold expired). A final clearing (the default) gives
  * the rest of the hold back; `is_final: false` (split shipment) keeps it for the next clearing.
+ * Pure, so that the messages route and a clearing file's batches decide alike; `networkShard` is
+ * the CARD_NETWORK shard the entry posts to.
  */
-async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome> {
-  const { card, authorization } = await lockAuthorization(tx, message);
+export function planClearing(
+  message: CardMessage,
+  authorization: repo.AuthorizationRow,
+  networkShard: string,
+): ClearingPlan {
   const amount = message.amountCents ?? 0n;
   const held = authorization.held_cents;
   const fromHold = message.isFinal ? held : amount < held ? amount : held;
   const shard = authorization.hold_account_id ?? postingShardOf(systemAccounts.cardHolds);
-  const entryId = await postCardEntry(tx, card, {
-    kind: "CARD_CLEARING",
-    description: (authorization.merchant as { name?: string }).name ?? "Card purchase",
-    system: [
-      { accountId: shard, amountCents: -fromHold },
-      { accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: amount },
-    ],
-    metadata: { authorization_id: authorization.id, message_id: message.messageId },
-  });
   const cleared = authorization.cleared_cents + amount;
   const remaining = held - fromHold;
-  const updated = await repo.updateAuthorization(tx, authorization.id, {
-    cleared_cents: cleared,
-    held_cents: remaining,
-    status: remaining > 0n ? "PENDING" : "SETTLED",
-  });
+  return {
+    entry: {
+      kind: "CARD_CLEARING",
+      description: (authorization.merchant as { name?: string }).name ?? "Card purchase",
+      system: [
+        { accountId: shard, amountCents: -fromHold },
+        { accountId: networkShard, amountCents: amount },
+      ],
+      metadata: { authorization_id: authorization.id, message_id: message.messageId },
+    },
+    change: { cleared_cents: cleared, held_cents: remaining, status: remaining > 0n ? "PENDING" : "SETTLED" },
+    overTolerance: !withinTolerance(authorization.authorized_cents, cleared, authorization.mcc),
+  };
+}
+
+async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome> {
+  const { card, authorization } = await lockAuthorization(tx, message);
+  const plan = planClearing(message, authorization, postingShardOf(systemAccounts.cardNetwork));
+  const entryId = await postCardEntry(tx, card, plan.entry);
+  const updated = await repo.updateAuthorization(tx, authorization.id, plan.change);
+  const amount = message.amountCents ?? 0n;
   return {
     result: "POSTED",
     amountCents: amount,
-    overTolerance: !withinTolerance(authorization.authorized_cents, cleared, authorization.mcc),
+    overTolerance: plan.overTolerance,
     card,
     authorization: updated,
     entryId,
@@ -82,45 +101,59 @@ async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome
   };
 }
 
+/** A force post's entry and its authorization's row (SETTLED, its own), decided before writing. */
+export function planForcePost(
+  message: CardMessage,
+  card: repo.CardState,
+  networkShard: string,
+): { entry: CardEntry; row: repo.NewAuthorization } {
+  const amount = message.amountCents ?? 0n;
+  const id = timeOrderedUuid();
+  return {
+    entry: {
+      kind: "CARD_FORCE_POST",
+      description: message.merchant?.name ?? "Card purchase",
+      system: [{ accountId: networkShard, amountCents: amount }],
+      metadata: { authorization_id: id, message_id: message.messageId },
+    },
+    row: {
+      id,
+      card_id: card.id,
+      client_id: card.client_id,
+      status: "SETTLED",
+      force_post: true,
+      currency: message.currency,
+      merchant_amount: message.merchantAmount,
+      requested_cents: amount,
+      authorized_cents: 0n,
+      held_cents: 0n,
+      cleared_cents: amount,
+      authorization_code: null,
+      decline_reason: null,
+      channel: message.channel,
+      partial_allowed: false,
+      merchant: message.merchant ?? {},
+      mcc: message.merchant?.mcc ?? "0000",
+      hold_account_id: null,
+      expires_at: null,
+    },
+  };
+}
+
 /** CLEARING naming no authorization: a force post, recorded as a SETTLED authorization of its own. */
 async function forcePost(tx: Tx, message: CardMessage): Promise<Outcome> {
   const card = await lockNamedCard(tx, message.card);
   const amount = message.amountCents ?? 0n;
-  const id = timeOrderedUuid();
-  const entryId = await postCardEntry(tx, card, {
-    kind: "CARD_FORCE_POST",
-    description: message.merchant?.name ?? "Card purchase",
-    system: [{ accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: amount }],
-    metadata: { authorization_id: id, message_id: message.messageId },
-  });
-  const authorization = await repo.insertAuthorization(tx, {
-    id,
-    card_id: card.id,
-    client_id: card.client_id,
-    status: "SETTLED",
-    force_post: true,
-    currency: message.currency,
-    merchant_amount: message.merchantAmount,
-    requested_cents: amount,
-    authorized_cents: 0n,
-    held_cents: 0n,
-    cleared_cents: amount,
-    authorization_code: null,
-    decline_reason: null,
-    channel: message.channel,
-    partial_allowed: false,
-    merchant: message.merchant ?? {},
-    mcc: message.merchant?.mcc ?? "0000",
-    hold_account_id: null,
-    expires_at: null,
-  });
+  const plan = planForcePost(message, card, postingShardOf(systemAccounts.cardNetwork));
+  const entryId = await postCardEntry(tx, card, plan.entry);
+  const authorization = await repo.insertAuthorization(tx, plan.row);
   return {
     result: "POSTED",
     amountCents: amount,
     card,
     authorization,
     entryId,
-    events: [transactionEvent(message, card, amount, id)],
+    events: [transactionEvent(message, card, amount, authorization.id)],
   };
 }
 
@@ -128,17 +161,30 @@ export async function clear(tx: Tx, message: CardMessage): Promise<Outcome> {
   return message.authorizationId ? clearAuthorization(tx, message) : forcePost(tx, message);
 }
 
+/** A RETURN's entry: the refund from what the issuer owes the network to the card. */
+export function returnEntry(
+  message: CardMessage,
+  authorization: repo.AuthorizationRow | null,
+  networkShard: string,
+): CardEntry {
+  return {
+    kind: "CARD_RETURN",
+    description: message.merchant?.name ?? "Card refund",
+    system: [{ accountId: networkShard, amountCents: -(message.amountCents ?? 0n) }],
+    metadata: { message_id: message.messageId, authorization_id: authorization?.id ?? null },
+  };
+}
+
 /** RETURN: a refund the merchant sends back, credited to the card (what it owes is repaid first). */
 export async function creditReturn(tx: Tx, message: CardMessage): Promise<Outcome> {
   const named = message.authorizationId ? await lockAuthorization(tx, message) : undefined;
   const card = named?.card ?? (await lockNamedCard(tx, message.card));
   const amount = message.amountCents ?? 0n;
-  const entryId = await postCardEntry(tx, card, {
-    kind: "CARD_RETURN",
-    description: message.merchant?.name ?? "Card refund",
-    system: [{ accountId: postingShardOf(systemAccounts.cardNetwork), amountCents: -amount }],
-    metadata: { message_id: message.messageId, authorization_id: named?.authorization.id ?? null },
-  });
+  const entryId = await postCardEntry(
+    tx,
+    card,
+    returnEntry(message, named?.authorization ?? null, postingShardOf(systemAccounts.cardNetwork)),
+  );
   return {
     result: "POSTED",
     amountCents: amount,

@@ -96,10 +96,9 @@ export async function findAuthorization(db: Queryable, id: string): Promise<Auth
   return db.selectFrom("card_authorizations").selectAll().where("id", "=", id).executeTakeFirst();
 }
 
-export async function insertAuthorization(
-  tx: Tx,
-  row: Omit<AuthorizationRow, "created_at" | "updated_at">,
-): Promise<AuthorizationRow> {
+export type NewAuthorization = Omit<AuthorizationRow, "created_at" | "updated_at">;
+
+export async function insertAuthorization(tx: Tx, row: NewAuthorization): Promise<AuthorizationRow> {
   return tx
     .insertInto("card_authorizations")
     .values({ ...row, merchant: JSON.stringify(row.merchant) })

@@ -1,7 +1,7 @@
 import type { AppContext } from "../../context.ts";
 import type { Db, Tx } from "../../db/database.ts";
 import { invalidField } from "../../errors.ts";
-import { parseCardNumber } from "../cards/card-number.ts";
+import { type CardRef, parseCardNumber } from "../cards/card-number.ts";
 import { emitEvents } from "../events/outbox.ts";
 import { authorize, balanceInquiry, standInAdvice } from "./authorize.ts";
 import { spendable } from "./card-money.ts";
@@ -95,6 +95,11 @@ async function processInTransaction(
 }
 
 async function answerOf(tx: Tx, message: CardMessage, outcome: Outcome): Promise<MessageAnswer> {
+  return answerFor(message, outcome, outcome.card ? await repo.heldOf(tx, outcome.card.id) : 0n);
+}
+
+/** The answer to a message, given what its card's pending authorizations hold once it applied. */
+export function answerFor(message: CardMessage, outcome: Outcome, held: bigint): MessageAnswer {
   const card = outcome.card;
   return {
     message_id: message.messageId,
@@ -108,11 +113,7 @@ async function answerOf(tx: Tx, message: CardMessage, outcome: Outcome): Promise
     partial: outcome.partial ?? false,
     over_tolerance: outcome.overTolerance ?? false,
     balance: card
-      ? {
-          available: Number(spendable(card)),
-          held: Number(await repo.heldOf(tx, card.id)),
-          owed: Number(card.owed_cents),
-        }
+      ? { available: Number(spendable(card)), held: Number(held), owed: Number(card.owed_cents) }
       : null,
   };
 }
@@ -131,11 +132,14 @@ const required: Record<CardMessageBodyType["type"], Array<keyof CardMessageBodyT
 /**
  * A message body as the handlers take it: the card number deciphered to its fingerprint, the
  * MXN amount chosen (the billing amount for another currency), each type's fields present.
+ * `deciphered` is the card number's reference when it was deciphered before (a clearing file
+ * reads each line twice, and deciphers once).
  */
 export async function messageOf(
   ctx: AppContext,
   body: CardMessageBodyType,
   fileId?: string,
+  deciphered?: CardRef,
 ): Promise<CardMessage> {
   for (const field of required[body.type])
     if (body[field] === undefined) throw invalidField(field, "required", `is required for ${body.type}`);
@@ -156,7 +160,7 @@ export async function messageOf(
     card: body.card_id
       ? { id: body.card_id.toLowerCase() }
       : body.card_number
-        ? await parseCardNumber(ctx, body.card_number)
+        ? (deciphered ?? (await parseCardNumber(ctx, body.card_number)))
         : undefined,
     authorizationId: body.authorization_id?.toLowerCase(),
     originalMessageId: body.original_message_id,

@@ -7,6 +7,8 @@ import type { Operation } from "../../http/operation.ts";
 import { responses } from "../../http/schemas.ts";
 import { replaceUnstorable } from "../../http/validation.ts";
 import { limits } from "../../limits.ts";
+import { ClearingFileReportData, ndjsonContentType } from "../purchases/clearing-file-schemas.ts";
+import { receiveClearingFile } from "../purchases/clearing-files.ts";
 import { CardMessageBody, type CardMessageBodyType, MessageAnswerData } from "../purchases/schemas.ts";
 import { messageOf } from "../purchases/service.ts";
 import {
@@ -116,7 +118,8 @@ export function signedScope(scope: FastifyInstance, ctx: AppContext, signer: Sig
     if (request.rawBody === undefined) checkSignature(ctx, request, signer);
     // Text is stored as the rail sends it: a NUL or an unpaired surrogate, which PostgreSQL cannot
     // store, is replaced rather than refused (a 400 bounces money; unknown fields included).
-    request.body = replaceUnstorable(request.body);
+    // An NDJSON body stays bytes here: its lines are read (and their text replaced) one by one.
+    if (!Buffer.isBuffer(request.body)) request.body = replaceUnstorable(request.body);
   });
 }
 
@@ -160,10 +163,59 @@ const receiveCardMessageRoute: Operation = (scope, ctx) => {
   );
 };
 
+const receiveClearingFileRoute: Operation = (scope, ctx) => {
+  scope.post(
+    "/v1/rails/cards/clearing_files",
+    {
+      config: { auth: false },
+      bodyLimit: limits.clearingFileBytesMax,
+      // Only NDJSON: a JSON body would otherwise reach the JSON parser and be refused as a body
+      // this operation does not take, which says nothing of what it does take.
+      onRequest: async (request) => {
+        const type = (request.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase();
+        if (type !== ndjsonContentType)
+          throw new AppError(errors.unsupportedMediaType, {
+            message: `Content-Type must be ${ndjsonContentType}`,
+          });
+      },
+      schema: {
+        tags: ["rails"],
+        operationId: "receiveClearingFile",
+        summary: "A clearing file (CLEARING and RETURN lines), signed by the processor; answers its report",
+        description: `Content-Type ${ndjsonContentType}: a first line {"file_id": "..."}, then one CLEARING or RETURN message per line, as the messages route takes each (up to ${limits.clearingFileLinesMax} lines, ${limits.clearingFileBytesMax / 1048576} MiB). Header ${cardNetworkSignatureHeader} over the whole body, as on the messages route. A line that is not valid, names an unknown card or authorization, or is of another type is refused alone and listed in the report. A repeated file_id with the same lines answers the first report again (Idempotent-Replayed: true); with other lines, 4802. An upload retried after a failure posts only the lines not yet posted.`,
+        response: responses(ClearingFileReportData),
+      },
+    },
+    async (request, reply) => {
+      const raw = Buffer.isBuffer(request.body) ? request.body : undefined;
+      const { report, replayed } = await receiveClearingFile(ctx, raw);
+      if (replayed) reply.header("idempotent-replayed", "true");
+      return ok(report);
+    },
+  );
+};
+
+/**
+ * NDJSON in the card network's scope: the signature checked over the bytes, which are handed on
+ * unread. clearing-files.ts reads them a line at a time, each line as strictly as a JSON body.
+ */
+function acceptNdjson(scope: FastifyInstance, ctx: AppContext, signer: Signer): void {
+  scope.addContentTypeParser(ndjsonContentType, { parseAs: "buffer" }, (request, body, done) => {
+    request.rawBody = body as Buffer;
+    try {
+      checkSignature(ctx, request, signer);
+      done(null, body);
+    } catch (error) {
+      done(error as Error, undefined);
+    }
+  });
+}
+
 /** The card processor's calls, in a scope signed under EMISOR_CARD_NETWORK_SECRET. */
 export async function registerCardNetworkRoutes(scope: FastifyInstance, ctx: AppContext): Promise<void> {
   signedScope(scope, ctx, cardNetworkSigner);
-  for (const operation of [receiveCardMessageRoute]) operation(scope, ctx);
+  acceptNdjson(scope, ctx, cardNetworkSigner);
+  for (const operation of [receiveCardMessageRoute, receiveClearingFileRoute]) operation(scope, ctx);
 }
 
 export function checkSignature(ctx: AppContext, request: FastifyRequest, signer: Signer): void {
