@@ -5,7 +5,7 @@
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection; `transfer`
  * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on; `authorization`
  * sends the card processor's signed AUTHORIZATION messages over 200 funded cards.)
- * NO_WORKERS=1 turns the background workers off. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
+ * NO_WORKERS=1 turns the background workers off; CARDS=n seeds n cards instead of 200. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
@@ -91,7 +91,7 @@ async function main(): Promise<void> {
   );
   try {
     const root = await seed.createTenantWithCli(env, server.url, "100000000.00");
-    const cards = await seed.seedCards(server.url, root, 200, {});
+    const cards = await seed.seedCards(server.url, root, Number(process.env.CARDS ?? 200), {});
     const numbers =
       scenario === "ciphered"
         ? await seed.cipheredPans(
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
       distinct = distinctPayerRequests(clients, theirs);
     }
     if (scenario === "authorization")
-      await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
+      await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 1_000));
     if (scenario === "transfer") {
       await seed.pool(cards.slice(0, 100), 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
       await seed.setPins(

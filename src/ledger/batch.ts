@@ -46,6 +46,11 @@ export async function postEntriesOnShards(tx: Tx, entries: BatchEntry[]): Promis
   await sql`with ${batch.ctes} select ${batch.steps}`.execute(tx);
 }
 
+/**
+ * The accounts are reached by their primary key, one lookup each (a lateral subquery, an `= any`
+ * condition): joined to the batch's list as a table, the planner may read the whole accounts
+ * table instead, whose rows are updated so often that its pages are mostly dead row versions.
+ */
 function batchOf(placed: BatchEntry[], options: { rowsFirst?: boolean } = {}): LedgerBatch {
   for (const entry of placed) assertBalanced(entry.postings);
   const net = netByAccount(placed.flatMap((entry) => entry.postings)).filter(([, delta]) => delta !== 0n);
@@ -54,11 +59,14 @@ function batchOf(placed: BatchEntry[], options: { rowsFirst?: boolean } = {}): L
       select * from unnest(${net.map(([id]) => id)}::uuid[], ${net.map(([, delta]) => String(delta))}::bigint[])
         with ordinality as n(id, delta, position)),
     ledger_locked as (
-      select a.id from ledger_accounts a join ledger_net n on n.id = a.id order by n.position for update of a),
+      select a.id from ledger_net n
+      cross join lateral (select a.id from ledger_accounts a where a.id = n.id for update) a
+      order by n.position),
     ledger_moved as (
       update ledger_accounts a set balance_cents = a.balance_cents + n.delta
       from ledger_net n
-      where a.id = n.id and (a.allow_negative or a.balance_cents + n.delta >= 0) returning a.id),
+      where a.id = any(array(select id from ledger_net)) and a.id = n.id
+        and (a.allow_negative or a.balance_cents + n.delta >= 0) returning a.id),
     ${entryRows(placed)}`;
   const moves = sql`
     (select count(*) from ledger_locked) as ledger_locked,

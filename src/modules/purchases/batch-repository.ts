@@ -71,10 +71,11 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
   const cards = batch.approvedCards;
   await sql`
     with cards_as_decided as (
-      select c.id from cards c
-      join clients cl on cl.id = c.client_id
-      join unnest(${cards.map((c) => c.id)}::uuid[], ${cards.map((c) => String(c.owedCents))}::bigint[])
-        as v(id, owed_cents) on v.id = c.id
+      select c.id
+      from unnest(${cards.map((c) => c.id)}::uuid[], ${cards.map((c) => String(c.owedCents))}::bigint[])
+        as v(id, owed_cents)
+      cross join lateral (select c.id, c.status, c.client_id from cards c where c.id = v.id) c
+      cross join lateral (select cl.lineage from clients cl where cl.id = c.client_id) cl
       left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
       where c.status = 'ACTIVE' and coalesce(-o.balance_cents, 0) = v.owed_cents
         and not exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE')),
