@@ -82,7 +82,8 @@ function ordersCte(transfers: BatchedTransfer[]) {
 
 /**
  * A batch of transfers out as ONE statement, its own transaction, its steps in the order of the
- * target list (a scalar subquery runs where it first appears): the cards, locked in id order and
+ * target list (a scalar subquery runs where it first appears): the cards, each reached by its key
+ * (a lateral lookup, as the ledger's batch reaches its accounts), locked in id order and
  * still as each transfer was decided on (ACTIVE, the PIN's verification value, no wrong PIN counted,
  * the product's commission); the ledger, its rows locked in the ledger's order (each card must still
  * cover its transfers); then the orders (whose references to those rows take locks already held),
@@ -100,14 +101,16 @@ export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[])
     with ${eventsWithDeliveries(transfers.map((t) => t.event))},
     ${ordersCte(transfers)},
     cards_as_decided as (
-      select c.id from cards c
+      select c.id
+      from (select * from unnest(${cardRows.map((c) => c.id)}::uuid[], ${cardRows.map((c) => c.pinHash)}::text[],
+          ${cardRows.map((c) => String(c.commissionCents))}::bigint[]) as v(id, pin_hash, commission_cents)
+        order by v.id) v
+      cross join lateral (
+        select c.id, c.status, c.pin_hash, c.pin_locked, c.pin_failed_attempts, c.product_id from cards c
+        where c.id = v.id for update) c
       join products p on p.id = c.product_id
-      join unnest(${cardRows.map((c) => c.id)}::uuid[], ${cardRows.map((c) => c.pinHash)}::text[],
-        ${cardRows.map((c) => String(c.commissionCents))}::bigint[]) as v(id, pin_hash, commission_cents)
-        on v.id = c.id
       where c.status = 'ACTIVE' and c.pin_hash = v.pin_hash and not c.pin_locked and c.pin_failed_attempts = 0
-        and p.transfer_commission_cents = v.commission_cents
-      order by c.id for update of c),
+        and p.transfer_commission_cents = v.commission_cents),
     ${ledger.ctes},
     ${keyRecordsCte(records, sql`on conflict do nothing`)}
     select
