@@ -15,6 +15,7 @@ import { shardsOf, systemAccounts } from "../src/ledger/accounts.ts";
 import { checkInvariants } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
 import { expireHolds } from "../src/modules/purchases/expiry.ts";
+import type { MessageAnswer } from "../src/modules/purchases/service.ts";
 import { purchaseSettings } from "../src/modules/purchases/service.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { spendableCard } from "./helpers/cards.ts";
@@ -32,18 +33,8 @@ before(async () => {
 });
 after(() => t.close());
 
-interface Answer {
-  message_id: string;
-  type: string;
-  result: string;
-  authorization_id: string | null;
-  authorization_code: string | null;
-  decline_reason: string | null;
-  amount: number;
-  partial: boolean;
-  over_tolerance: boolean;
-  balance: { available: number; held: number; owed: number } | null;
-}
+/** The processor's answer, as the service shapes it. */
+type Answer = MessageAnswer;
 
 type Status = "PENDING" | "SETTLED" | "VOIDED" | "EXPIRED" | "DECLINED";
 

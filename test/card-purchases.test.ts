@@ -9,6 +9,7 @@ import { sql } from "kysely";
 import { shardsOf, systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf, postEntry } from "../src/ledger/ledger.ts";
 import { expireHolds, repayOwingCards } from "../src/modules/purchases/expiry.ts";
+import type { MessageAnswer } from "../src/modules/purchases/service.ts";
 import { purchaseSettings } from "../src/modules/purchases/service.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { spendableCard } from "./helpers/cards.ts";
@@ -23,17 +24,8 @@ before(async () => {
 });
 after(() => t.close());
 
-interface Answer {
-  message_id: string;
-  result: string;
-  authorization_id: string | null;
-  authorization_code: string | null;
-  decline_reason: string | null;
-  amount: number;
-  partial: boolean;
-  over_tolerance: boolean;
-  balance: { available: number; held: number; owed: number } | null;
-}
+/** The processor's answer, as the service shapes it. */
+type Answer = MessageAnswer;
 
 const merchant = { name: "OXXO INSURGENTES", city: "CDMX", country: "MEX", mcc: "5411", acceptor_id: "T1" };
 const restaurant = { ...merchant, name: "TACOS EL GUERO", mcc: "5812" };

@@ -35,28 +35,44 @@ export function readJsonBody(request: FastifyRequest, raw: Buffer): unknown {
     if (takesBody) throw new AppError(errors.bodyRequired);
     return undefined;
   }
+  const { text, value } = parseJson(raw, "body");
+  if (!takesBody && !isEmptyObject(value)) {
+    throw invalidField("body", "none", "this operation takes no body: send none, or {}");
+  }
+  checkJsonText(text);
+  return value;
+}
+
+/** UTF-8 text parsed without prototype keys; 1001 otherwise, naming what was read. */
+function parseJson(raw: Buffer, subject: "body" | "line"): { text: string; value: unknown } {
   let text: string;
   try {
     text = utf8.decode(raw);
   } catch {
-    throw new AppError(errors.malformedJson, { message: "The body is not valid JSON: it is not UTF-8" });
+    throw new AppError(errors.malformedJson, {
+      message: `The ${subject} is not valid JSON: it is not UTF-8`,
+    });
   }
-  let value: unknown;
   try {
-    value = secureJson.parse(text, undefined, { protoAction: "error", constructorAction: "error" });
+    return {
+      text,
+      value: secureJson.parse(text, undefined, { protoAction: "error", constructorAction: "error" }),
+    };
   } catch {
-    throw new AppError(errors.malformedJson);
+    throw subject === "body"
+      ? new AppError(errors.malformedJson)
+      : new AppError(errors.malformedJson, { message: `The ${subject} is not valid JSON` });
   }
-  if (!takesBody && !isEmptyObject(value)) {
-    throw invalidField("body", "none", "this operation takes no body: send none, or {}");
-  }
+}
+
+/** The text's nesting, numbers and members, as jsonTextProblem checks them: 1000 on the first problem. */
+function checkJsonText(text: string): void {
   const problem = jsonTextProblem(text);
   if (problem)
     throw new AppError(errors.validationFailed, {
       message: `${problem.field}: ${problem.message}`,
       details: [problem],
     });
-  return value;
 }
 
 /**
@@ -65,24 +81,8 @@ export function readJsonBody(request: FastifyRequest, raw: Buffer): unknown {
  * that breaks one is refused by itself with the error a body would get.
  */
 export function readJsonText(raw: Buffer): unknown {
-  let text: string;
-  try {
-    text = utf8.decode(raw);
-  } catch {
-    throw new AppError(errors.malformedJson, { message: "The line is not valid JSON: it is not UTF-8" });
-  }
-  let value: unknown;
-  try {
-    value = secureJson.parse(text, undefined, { protoAction: "error", constructorAction: "error" });
-  } catch {
-    throw new AppError(errors.malformedJson, { message: "The line is not valid JSON" });
-  }
-  const problem = jsonTextProblem(text);
-  if (problem)
-    throw new AppError(errors.validationFailed, {
-      message: `${problem.field}: ${problem.message}`,
-      details: [problem],
-    });
+  const { text, value } = parseJson(raw, "line");
+  checkJsonText(text);
   return value;
 }
 

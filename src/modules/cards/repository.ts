@@ -4,6 +4,7 @@ import { instantKeysetConditions } from "../../db/keyset.ts";
 import type { CardStatus, CardType } from "../../db/schema.ts";
 import { mexicoCityToday } from "../../domain/spei.ts";
 import { instantKey } from "../../http/cursor.ts";
+import { heldByCard, owedByCard } from "../purchases/repository.ts";
 import { addressColumns } from "../shared/address.ts";
 import type { CardRef } from "./card-number.ts";
 
@@ -403,10 +404,7 @@ export async function listCardsInScope(
       c.cardholder_id, c.account_id, a.reference as account_reference, p.id as product_id,
       p.code as product_code, p.name as product_name, la.balance_cents, c.assigned_at,
       ${instantKey("c.assigned_at")} as assigned_at_text,
-      (select coalesce(sum(h.held_cents), 0) from card_authorizations h
-        where h.card_id = c.id and h.status = 'PENDING')::bigint as held_cents,
-      coalesce((select -o.balance_cents from ledger_accounts o
-        where o.card_id = c.id and o.kind = 'CARD_OWED'), 0)::bigint as owed_cents,
+      ${heldByCard(sql.ref("c.id"))} as held_cents, ${owedByCard(sql.ref("c.id"))} as owed_cents,
       c.activated_at
     from (
       select c.* from clients cl
@@ -447,11 +445,8 @@ export async function productSeenBySubtree(db: Queryable, callerId: string, prod
 /** A card's money in one read: its balance, what its pending authorizations hold, what it owes. */
 export async function cardMoney(db: Queryable, cardId: string) {
   const result = await sql<{ balance_cents: bigint; held_cents: bigint; owed_cents: bigint }>`
-    select la.balance_cents,
-      (select coalesce(sum(held_cents), 0) from card_authorizations
-        where card_id = la.id and status = 'PENDING')::bigint as held_cents,
-      coalesce((select -o.balance_cents from ledger_accounts o
-        where o.card_id = la.id and o.kind = 'CARD_OWED'), 0)::bigint as owed_cents
+    select la.balance_cents, ${heldByCard(sql.ref("la.id"))} as held_cents,
+      ${owedByCard(sql.ref("la.id"))} as owed_cents
     from ledger_accounts la where la.id = ${cardId}::uuid`.execute(db);
   const row = result.rows[0];
   if (!row) throw new Error(`card ${cardId} has no ledger account`);

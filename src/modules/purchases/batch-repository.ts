@@ -2,7 +2,7 @@ import { sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
-import type { AuthorizationRow, CardState } from "./repository.ts";
+import { type AuthorizationRow, type CardState, heldByCard } from "./repository.ts";
 
 /** A card as a batch of authorizations reads it (unlocked), with what its authorizations hold. */
 export interface BatchCard extends CardState {
@@ -16,8 +16,7 @@ export async function readBatchCards(db: Db, ids: string[], fingerprints: string
     select c.id, c.pan_fingerprint, c.client_id, c.status, c.expires_on::text as expires_on,
       exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
       la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents,
-      (select coalesce(sum(h.held_cents), 0) from card_authorizations h
-        where h.card_id = c.id and h.status = 'PENDING')::bigint as held_cents
+      ${heldByCard(sql.ref("c.id"))} as held_cents
     from cards c
     join clients cl on cl.id = c.client_id
     join ledger_accounts la on la.id = c.id

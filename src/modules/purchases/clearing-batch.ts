@@ -4,7 +4,7 @@ import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { type BatchEntry, postEntriesOnShards } from "../../ledger/batch.ts";
 import { emitEvents, type NewEvent } from "../events/outbox.ts";
 import { cardEntryInput } from "./card-money.ts";
-import { planClearing, planForcePost, returnEntry, transactionEvent } from "./clearing.ts";
+import { planClearing, planForcePost, postedOutcome, returnEntry } from "./clearing.ts";
 import * as batch from "./clearing-batch-repository.ts";
 import type { FileLine, LineResult } from "./clearing-report.ts";
 import type { CardMessage, Outcome } from "./message.ts";
@@ -196,16 +196,11 @@ async function clearHold(
   state.authorizations.set(updated.id, updated);
   writes.changed.set(updated.id, updated);
   state.held.set(card.id, (state.held.get(card.id) ?? 0n) - authorization.held_cents + updated.held_cents);
-  const amount = message.amountCents ?? 0n;
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    overTolerance: plan.overTolerance,
-    card,
+  return postedOutcome(message, card, {
     authorization: updated,
     entryId: entry?.id ?? null,
-    events: [transactionEvent(message, card, amount, updated.id)],
-  };
+    overTolerance: plan.overTolerance,
+  });
 }
 
 async function forcePost(
@@ -220,15 +215,10 @@ async function forcePost(
   if (entry) writes.entries.push(entry);
   writes.created.push(plan.row);
   const now = new Date();
-  const amount = message.amountCents ?? 0n;
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    card,
+  return postedOutcome(message, card, {
     authorization: { ...plan.row, created_at: now, updated_at: now },
     entryId: entry?.id ?? null,
-    events: [transactionEvent(message, card, amount, plan.row.id)],
-  };
+  });
 }
 
 async function credit(
@@ -245,13 +235,8 @@ async function credit(
     returnEntry(message, named?.authorization ?? null, state.networkShard),
   );
   if (entry) writes.entries.push(entry);
-  const amount = message.amountCents ?? 0n;
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    card,
+  return postedOutcome(message, card, {
     authorization: named?.authorization ?? null,
     entryId: entry?.id ?? null,
-    events: [transactionEvent(message, card, amount, named?.authorization.id ?? null)],
-  };
+  });
 }

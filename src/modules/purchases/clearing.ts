@@ -44,6 +44,42 @@ export function transactionEvent(
   };
 }
 
+/**
+ * What a posting message (a clearing, a force post, a return or its reversal) answers and records:
+ * the amount posted, the card and authorization after it, and its `card_transaction.created`.
+ */
+export function postedOutcome(
+  message: CardMessage,
+  card: repo.CardState,
+  posted: {
+    authorization: repo.AuthorizationRow | null;
+    entryId: string | null;
+    overTolerance?: boolean;
+    /** The authorization the event names, when the outcome has none (a return reversal's). */
+    eventAuthorizationId?: string | null;
+    /** What posted, when the message does not say (a return reversal takes its return's). */
+    amountCents?: bigint;
+  },
+): Outcome {
+  const amount = posted.amountCents ?? message.amountCents ?? 0n;
+  return {
+    result: "POSTED",
+    amountCents: amount,
+    ...(posted.overTolerance === undefined ? {} : { overTolerance: posted.overTolerance }),
+    card,
+    authorization: posted.authorization,
+    entryId: posted.entryId,
+    events: [
+      transactionEvent(
+        message,
+        card,
+        amount,
+        posted.eventAuthorizationId ?? posted.authorization?.id ?? null,
+      ),
+    ],
+  };
+}
+
 /** What a CLEARING of an authorization moves and changes, decided before anything is written. */
 export interface ClearingPlan {
   entry: CardEntry;
@@ -89,16 +125,7 @@ async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome
   const plan = planClearing(message, authorization, postingShardOf(systemAccounts.cardNetwork));
   const entryId = await postCardEntry(tx, card, plan.entry);
   const updated = await repo.updateAuthorization(tx, authorization.id, plan.change);
-  const amount = message.amountCents ?? 0n;
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    overTolerance: plan.overTolerance,
-    card,
-    authorization: updated,
-    entryId,
-    events: [transactionEvent(message, card, amount, updated.id)],
-  };
+  return postedOutcome(message, card, { authorization: updated, entryId, overTolerance: plan.overTolerance });
 }
 
 /** A force post's entry and its authorization's row (SETTLED, its own), decided before writing. */
@@ -143,18 +170,10 @@ export function planForcePost(
 /** CLEARING naming no authorization: a force post, recorded as a SETTLED authorization of its own. */
 async function forcePost(tx: Tx, message: CardMessage): Promise<Outcome> {
   const card = await lockNamedCard(tx, message.card);
-  const amount = message.amountCents ?? 0n;
   const plan = planForcePost(message, card, postingShardOf(systemAccounts.cardNetwork));
   const entryId = await postCardEntry(tx, card, plan.entry);
   const authorization = await repo.insertAuthorization(tx, plan.row);
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    card,
-    authorization,
-    entryId,
-    events: [transactionEvent(message, card, amount, authorization.id)],
-  };
+  return postedOutcome(message, card, { authorization, entryId });
 }
 
 export async function clear(tx: Tx, message: CardMessage): Promise<Outcome> {
@@ -179,20 +198,12 @@ export function returnEntry(
 export async function creditReturn(tx: Tx, message: CardMessage): Promise<Outcome> {
   const named = message.authorizationId ? await lockAuthorization(tx, message) : undefined;
   const card = named?.card ?? (await lockNamedCard(tx, message.card));
-  const amount = message.amountCents ?? 0n;
   const entryId = await postCardEntry(
     tx,
     card,
     returnEntry(message, named?.authorization ?? null, postingShardOf(systemAccounts.cardNetwork)),
   );
-  return {
-    result: "POSTED",
-    amountCents: amount,
-    card,
-    authorization: named?.authorization ?? null,
-    entryId,
-    events: [transactionEvent(message, card, amount, named?.authorization.id ?? null)],
-  };
+  return postedOutcome(message, card, { authorization: named?.authorization ?? null, entryId });
 }
 
 /** RETURN_REVERSAL: takes a return back from the card, once; what it cannot cover, it owes. */
@@ -212,12 +223,12 @@ export async function reverseReturn(tx: Tx, message: CardMessage): Promise<Outco
     metadata: { message_id: message.messageId, reverses_message_id: original.message_id },
   });
   return {
-    result: "POSTED",
-    amountCents: amount,
-    card,
-    authorization: null,
-    entryId,
+    ...postedOutcome(message, card, {
+      authorization: null,
+      entryId,
+      eventAuthorizationId: original.authorization_id,
+      amountCents: amount,
+    }),
     reversesMessageId: original.message_id,
-    events: [transactionEvent(message, card, amount, original.authorization_id)],
   };
 }

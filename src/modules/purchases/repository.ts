@@ -1,4 +1,4 @@
-import { type Selectable, sql } from "kysely";
+import { type RawBuilder, type Selectable, sql } from "kysely";
 import type { Queryable, Tx } from "../../db/database.ts";
 import { instantKeysetConditions } from "../../db/keyset.ts";
 import type { CardAuthorizationsTable, CardStatus } from "../../db/schema.ts";
@@ -138,11 +138,21 @@ export async function updateAuthorization(
     .executeTakeFirstOrThrow();
 }
 
+/** What the card (a column or a value) has held by its pending authorizations: a scalar subquery. */
+export function heldByCard(cardId: RawBuilder<unknown>): RawBuilder<bigint> {
+  return sql<bigint>`(select coalesce(sum(h.held_cents), 0) from card_authorizations h
+    where h.card_id = ${cardId} and h.status = 'PENDING')::bigint`;
+}
+
+/** What the card (a column or a value) owes, 0 if it never did: a scalar subquery. */
+export function owedByCard(cardId: RawBuilder<unknown>): RawBuilder<bigint> {
+  return sql<bigint>`coalesce((select -o.balance_cents from ledger_accounts o
+    where o.card_id = ${cardId} and o.kind = 'CARD_OWED'), 0)::bigint`;
+}
+
 /** What the card's pending authorizations hold. */
 export async function heldOf(db: Queryable, cardId: string): Promise<bigint> {
-  const result = await sql<{ held: bigint }>`
-    select coalesce(sum(held_cents), 0)::bigint as held from card_authorizations
-    where card_id = ${cardId}::uuid and status = 'PENDING'`.execute(db);
+  const result = await sql<{ held: bigint }>`select ${heldByCard(sql`${cardId}::uuid`)} as held`.execute(db);
   return result.rows[0]?.held ?? 0n;
 }
 
