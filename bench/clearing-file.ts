@@ -19,7 +19,7 @@ import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { signSpeiCallback } from "../src/modules/transfers/signature.ts";
 import { checkBooks } from "./lib/books.ts";
-import { cpuSnapshot, describeCpu } from "./lib/cpu.ts";
+import { countPostgresOf, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import { Postgres } from "./lib/pg.ts";
 import * as seed from "./lib/seed.ts";
 import { emisorEnv, ServerProcess } from "./lib/server.ts";
@@ -250,6 +250,7 @@ async function main(): Promise<void> {
   step("build");
   execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
   await pgs.create(database);
+  countPostgresOf(await pgs.serverProcessPid());
   try {
     const env = emisorEnv({ DATABASE_URL: pgs.urlOf(database), EMISOR_CARD_NETWORK_SECRET: secret });
     const server = await ServerProcess.emisor(env);

@@ -15,7 +15,7 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
-import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
+import { type CpuSnapshot, countPostgresOf, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import {
   authorizationRequests,
   cardPayments,
@@ -75,8 +75,27 @@ function summarize(file: string): void {
   );
 }
 
+/**
+ * PGSS=1 (a server with pg_stat_statements loaded, its extension created in `postgres`): the
+ * statements that took the most of PostgreSQL's time in the measured part, per request.
+ */
+async function printStatements(requests: number): Promise<void> {
+  const rows = await pgs.sql<{ calls: string; ms: string; query: string }>(
+    "postgres",
+    `select calls::text, round(total_exec_time::numeric, 1)::text as ms,
+       regexp_replace(left(query, 160), '\\s+', ' ', 'g') as query
+     from pg_stat_statements order by total_exec_time desc limit 25`,
+  );
+  const lines = rows.map(
+    (r) =>
+      `  ${((Number(r.ms) * 1000) / Math.max(1, requests)).toFixed(1).padStart(7)} us/req ${r.calls.padStart(8)} calls  ${r.query}`,
+  );
+  process.stdout.write(`\nstatements by total time:\n${lines.join("\n")}\n`);
+}
+
 async function main(): Promise<void> {
   await pgs.create(database);
+  countPostgresOf(await pgs.serverProcessPid());
   const env = emisorEnv({
     DATABASE_URL: pgs.urlOf(database),
     ...(process.env.NO_WORKERS ? { EMISOR_WORKERS: "false" } : {}),
@@ -128,6 +147,7 @@ async function main(): Promise<void> {
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
       before = cpuSnapshot(server.pid);
+      if (process.env.PGSS) void pgs.sql("postgres", "select pg_stat_statements_reset()");
       server.metrics().catch(() => {}); // reading the metrics starts a new event-loop delay histogram
     };
     const result = await load(
@@ -192,6 +212,7 @@ async function main(): Promise<void> {
                 },
     );
     const after = cpuSnapshot(server.pid);
+    if (process.env.PGSS) await printStatements(result.measured);
     const { batches, eventLoopP99Ms } = await server.metrics();
     process.stdout.write(
       `${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`,

@@ -18,7 +18,7 @@ import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { limits } from "../src/limits.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
-import { type CpuSnapshot, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
+import { type CpuSnapshot, countPostgresOf, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
 import {
   authorizationRequests,
   cardPayments,
@@ -264,6 +264,7 @@ async function main(): Promise<void> {
 
   step(`seed: PostgreSQL database ${appDb}`);
   await pgs.create(appDb);
+  countPostgresOf(await pgs.serverProcessPid());
   try {
     const env = emisorEnv({ DATABASE_URL: pgs.urlOf(appDb) });
     const server = await ServerProcess.emisor(env);

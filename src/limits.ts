@@ -226,6 +226,10 @@ export const limits = {
   tipTolerancePercent: 20,
   /** Card purchases: authorizations written together in one statement, at most. */
   authorizationBatchMax: 64,
+  /** Card purchases: card states a process keeps for deciding its next batches (two keys a card). */
+  authorizationCardMemory: 60_000,
+  /** Card purchases: answers to recent message ids a process keeps, for the network's repeats. */
+  authorizationAnswerMemory: 4_096,
   /** Card purchases: authorization batches in flight per process (a card always uses the same one). */
   authorizationBatchLanes: 2,
   /** Card purchases: expired holds one pass of the expiry worker releases. */

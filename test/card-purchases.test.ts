@@ -505,6 +505,56 @@ test("concurrent authorizations never approve beyond what the card can spend", a
   await assertLedgerBalanced(t);
 });
 
+test("each authorization decides on the card as it is now, whatever moved it since the last one", async () => {
+  const cardId = await card(500);
+  const first = await authorize(cardId, 10_000);
+  assert.deepEqual(
+    [first.result, first.balance?.available, first.balance?.held],
+    ["APPROVED", 40_000, 10_000],
+  );
+  const pay = (amount: number) =>
+    call(t.app, "POST", "/v1/cards/payment", {
+      token: tenant.token,
+      body: { card_number: cardId, amount, payment_description: "abono", latitude: 19.4, longitude: -99.1 },
+    });
+  expectOk(await pay(1_000));
+  // A payment arrived by another path: the next decision and its answer see it.
+  const after = await authorize(cardId, 130_000, { partial_allowed: true });
+  assert.deepEqual(
+    [after.result, after.amount, after.partial, after.balance?.available, after.balance?.held],
+    ["APPROVED", 130_000, false, 10_000, 140_000],
+  );
+  // Money taken by another process's entry (here the ledger, straight): a decision never spends it.
+  await t.ctx.db.transaction().execute((tx) =>
+    postEntry(tx, {
+      kind: "TEST_DEBIT",
+      description: "another process",
+      postings: [
+        { accountId: cardId, amountCents: -6_000n },
+        { accountId: systemAccounts.sandboxFunding, amountCents: 6_000n },
+      ],
+    }),
+  );
+  const short = await authorize(cardId, 5_000);
+  assert.deepEqual([short.result, short.decline_reason], ["DECLINED", "INSUFFICIENT_FUNDS"]);
+  const rest = await authorize(cardId, 5_000, { partial_allowed: true });
+  assert.deepEqual([rest.result, rest.amount, rest.balance?.available], ["APPROVED", 4_000, 0]);
+  const status = (to: string) =>
+    call(t.app, "PUT", "/v1/cards/status", {
+      token: tenant.token,
+      body: { card_number: cardId, status: to, reason: "lost", latitude: 19.4, longitude: -99.1 },
+    });
+  expectOk(await pay(10));
+  expectOk(await status("TEMPORARY_INACTIVE"));
+  assert.equal((await authorize(cardId, 100)).decline_reason, "CARD_BLOCKED");
+  expectOk(await status("ACTIVE"));
+  const again = await authorize(cardId, 100);
+  assert.deepEqual([again.result, again.balance?.available], ["APPROVED", 900]);
+  const view = await cardView(cardId);
+  assert.deepEqual([view.card.available, view.card.held, view.card.balance], [9, 1_441, 1_450]);
+  await assertLedgerBalanced(t);
+});
+
 test("listing pages newest first with a cursor", async () => {
   const cardId = await card(100);
   const ids: string[] = [];

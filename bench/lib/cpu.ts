@@ -26,12 +26,33 @@ function processSeconds(pid: number | string): number {
   }
 }
 
+function parentOf(pid: number | string): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+}
+
+let postmaster: number | undefined;
+
+/**
+ * Counts only the processes of the PostgreSQL server that `serverPid` (one of its processes
+ * outside any session) belongs to: another server on the machine (another test run's) would add
+ * its CPU otherwise. Without this, or where the process cannot be read, every server counts.
+ */
+export function countPostgresOf(serverPid: number): void {
+  try {
+    postmaster = parentOf(serverPid);
+  } catch {
+    postmaster = undefined;
+  }
+}
+
 function postgresSeconds(): Map<string, number> {
   const seconds = new Map<string, number>();
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     try {
-      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres")
+      if (readFileSync(`/proc/${pid}/comm`, "utf8").trim() !== "postgres") continue;
+      if (postmaster === undefined || Number(pid) === postmaster || parentOf(pid) === postmaster)
         seconds.set(pid, processSeconds(pid));
     } catch {
       // gone already

@@ -46,6 +46,15 @@ export class Postgres {
     }
   }
 
+  /** The pid of a long-lived process of this server (the checkpointer: its parent is the postmaster). */
+  async serverProcessPid(): Promise<number> {
+    const [row] = await this.sql<{ pid: number }>(
+      "postgres",
+      "select pid from pg_stat_activity where backend_type = 'checkpointer'",
+    );
+    return Number(row?.pid);
+  }
+
   async create(database: string): Promise<void> {
     await this.sql("postgres", `drop database if exists ${database} with (force)`);
     await this.sql("postgres", `create database ${database}`);

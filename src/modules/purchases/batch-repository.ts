@@ -46,19 +46,31 @@ export interface MessageRow {
   response: unknown;
 }
 
+/** A card as the batch decided on it, before its holds: the statement must find it so. */
+export interface CardAsDecided {
+  id: string;
+  status: string;
+  clientDisabled: boolean;
+  balanceCents: bigint;
+  heldCents: bigint;
+  owedCents: bigint;
+}
+
+export type BatchAuthorization = Omit<AuthorizationRow, "force_post" | "cleared_cents">;
+
 export interface AuthorizationBatch {
-  /** Cards with an approval: each must still be ACTIVE, of enabled clients, owing what was read. */
-  approvedCards: Array<{ id: string; owedCents: bigint }>;
+  /** Every card the batch decided on, as it was decided on. */
+  cards: CardAsDecided[];
   entries: BatchEntry[];
   holdShard: { account: string; shard: string };
-  authorizations: Array<Omit<AuthorizationRow, "force_post" | "cleared_cents">>;
+  authorizations: BatchAuthorization[];
   messages: MessageRow[];
   events: OutboxEvent[];
 }
 
 /**
- * A batch of decided authorizations as ONE statement, its own transaction: the approved cards as
- * they were decided on, the holds (the ledger locks the cards' rows in id order, then the shard,
+ * A batch of decided authorizations as ONE statement, its own transaction: every card as it was
+ * decided on (status, clients, balance, what it holds and owes: the answers quote them), the holds (the ledger locks the cards' rows in id order, then the shard,
  * and each card must still cover its holds), the authorizations, the messages with their answers
  * (a message id taken meanwhile is a unique violation) and the events. Any check that fails raises
  * EM001 and the statement writes nothing; the caller then runs each message on its own.
@@ -67,17 +79,21 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
   const ledger = ledgerBatch(batch.entries, new Map([[batch.holdShard.account, batch.holdShard.shard]]));
   const a = batch.authorizations;
   const m = batch.messages;
-  const cards = batch.approvedCards;
+  const cards = batch.cards;
   await sql`
     with cards_as_decided as (
       select c.id
-      from unnest(${cards.map((c) => c.id)}::uuid[], ${cards.map((c) => String(c.owedCents))}::bigint[])
-        as v(id, owed_cents)
+      from unnest(${cards.map((c) => c.id)}::uuid[], ${cards.map((c) => c.status)}::text[],
+        ${cards.map((c) => c.clientDisabled)}::boolean[], ${cards.map((c) => String(c.balanceCents))}::bigint[],
+        ${cards.map((c) => String(c.heldCents))}::bigint[], ${cards.map((c) => String(c.owedCents))}::bigint[])
+        as v(id, status, client_disabled, balance_cents, held_cents, owed_cents)
       cross join lateral (select c.id, c.status, c.client_id from cards c where c.id = v.id) c
       cross join lateral (select cl.lineage from clients cl where cl.id = c.client_id) cl
+      cross join lateral (select la.balance_cents from ledger_accounts la where la.id = c.id) la
       left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
-      where c.status = 'ACTIVE' and coalesce(-o.balance_cents, 0) = v.owed_cents
-        and not exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE')),
+      where c.status = v.status and la.balance_cents = v.balance_cents
+        and coalesce(-o.balance_cents, 0) = v.owed_cents and ${heldByCard(sql.ref("c.id"))} = v.held_cents
+        and exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') = v.client_disabled),
     ${ledger.ctes},
     authorizations as (
       insert into card_authorizations (id, card_id, client_id, status, currency, merchant_amount,

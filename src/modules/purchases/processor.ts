@@ -27,6 +27,10 @@ export class CardMessages {
       message.type === "AUTHORIZATION"
         ? await this.#authorizations.submit(message)
         : await processMessage(this.#db, message, this.settings);
+    // The batcher decides on what it last saw of a card; a message that moved its money otherwise
+    // would make its next batch refuse itself and read the card again.
+    if (message.type !== "AUTHORIZATION" && processed.cardId)
+      this.#authorizations.forgetCard(processed.cardId);
     if (!processed.replayed)
       this.counters.messages.inc({ type: message.type, result: processed.answer.result });
     return processed;

@@ -29,6 +29,8 @@ export interface MessageAnswer {
 export interface Processed {
   answer: MessageAnswer;
   replayed: boolean;
+  /** The card whose money the message moved, when it moved any. */
+  cardId?: string | undefined;
 }
 
 const handlers: Record<
@@ -72,7 +74,7 @@ async function processInTransaction(
   tx: Tx,
   message: CardMessage,
   settings: PurchaseSettings,
-): Promise<{ answer: MessageAnswer; replayed: boolean }> {
+): Promise<Processed> {
   if (!(await repo.claimMessage(tx, message.messageId, message.type)))
     return { answer: (await repo.storedAnswer(tx, message.messageId)) as MessageAnswer, replayed: true };
   const outcome = await handlers[message.type](tx, message, settings);
@@ -91,7 +93,7 @@ async function processInTransaction(
     response: answer,
   });
   await emitEvents(tx, outcome.events);
-  return { answer, replayed: false };
+  return { answer, replayed: false, cardId: outcome.card?.id };
 }
 
 async function answerOf(tx: Tx, message: CardMessage, outcome: Outcome): Promise<MessageAnswer> {

@@ -1,0 +1,204 @@
+import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
+import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { outboxRow } from "../events/outbox.ts";
+import { authorizationCode, decide } from "./authorize.ts";
+import type * as batchRepo from "./batch-repository.ts";
+import { spendable } from "./card-money.ts";
+import { authorizationEvent, type CardMessage, holdDaysFor, type PurchaseSettings } from "./message.ts";
+import type { AuthorizationRow } from "./repository.ts";
+import type { MessageAnswer } from "./service.ts";
+
+/** The card a message names, as the batch looks it up: its id, or its number's fingerprint. */
+export function cardKeyOf(message: CardMessage): string {
+  return message.card ? ("id" in message.card ? message.card.id : message.card.fingerprint) : "";
+}
+
+/**
+ * A batch decided: each message in arrival order against its card's running state (the same
+ * decision `authorize` takes under lock), with the rows, entries, events and answers to write.
+ * `cards` are the states decided on, changed in place as each hold is taken. `declinedCards` names
+ * the cards that declined a message: a decline is answered only on a card read for this batch.
+ */
+export interface PlannedBatch {
+  batch: batchRepo.AuthorizationBatch;
+  answers: MessageAnswer[];
+  declinedCards: Set<string>;
+  /** Each card decided on, by id, as the batch leaves it. */
+  decided: Map<string, batchRepo.BatchCard>;
+}
+
+export function planBatch(
+  messages: CardMessage[],
+  cards: ReadonlyMap<string, batchRepo.BatchCard>,
+  settings: PurchaseSettings,
+): PlannedBatch {
+  const shard = postingShardOf(systemAccounts.cardHolds);
+  const batch: batchRepo.AuthorizationBatch = {
+    cards: [],
+    entries: [],
+    holdShard: { account: systemAccounts.cardHolds, shard },
+    authorizations: [],
+    messages: [],
+    events: [],
+  };
+  const decidedOn = new Map<string, batchRepo.CardAsDecided>();
+  const decided = new Map<string, batchRepo.BatchCard>();
+  const declinedCards = new Set<string>();
+  const answers = messages.map((message) => {
+    const card = cards.get(cardKeyOf(message));
+    if (!card) return planUnknownCard(batch, message);
+    if (!decidedOn.has(card.id)) decidedOn.set(card.id, asDecided(card));
+    decided.set(card.id, card);
+    const planned = planOne(batch, message, card, { shard, settings });
+    if (planned.answer.result === "DECLINED") declinedCards.add(card.id);
+    return planned.answer;
+  });
+  batch.cards = [...decidedOn.values()];
+  return { batch, answers, declinedCards, decided };
+}
+
+/** What the statement must still find of a card for the batch's decisions to stand. */
+function asDecided(card: batchRepo.BatchCard): batchRepo.CardAsDecided {
+  return {
+    id: card.id,
+    status: card.status,
+    clientDisabled: card.client_disabled,
+    balanceCents: card.balance_cents,
+    heldCents: card.held_cents,
+    owedCents: card.owed_cents,
+  };
+}
+
+function planUnknownCard(batch: batchRepo.AuthorizationBatch, message: CardMessage): MessageAnswer {
+  const answer = answerOf(message, { result: "DECLINED", reason: "UNKNOWN_CARD", approved: 0n });
+  batch.messages.push(messageRow(message, null, null, message.amountCents ?? 0n, null, answer));
+  return answer;
+}
+
+function planOne(
+  batch: batchRepo.AuthorizationBatch,
+  message: CardMessage,
+  card: batchRepo.BatchCard,
+  where: { shard: string; settings: PurchaseSettings },
+): { answer: MessageAnswer } {
+  const asked = message.amountCents ?? 0n;
+  const { reason, approved } = decide(card, message);
+  const status = reason !== null ? "DECLINED" : approved > 0n ? "PENDING" : "VOIDED";
+  const row = authorizationRow(message, card, { status, reason, approved, ...where });
+  let entryId: string | null = null;
+  if (status === "PENDING") {
+    entryId = timeOrderedUuid();
+    batch.entries.push({
+      id: entryId,
+      kind: "CARD_HOLD",
+      description: message.merchant?.name ?? "Card purchase",
+      clientId: card.client_id,
+      metadata: { authorization_id: row.id, message_id: message.messageId },
+      postings: [
+        { accountId: card.id, amountCents: -approved },
+        { accountId: systemAccounts.cardHolds, amountCents: approved },
+      ],
+    });
+    card.balance_cents -= approved;
+    card.held_cents += approved;
+  }
+  batch.authorizations.push(row);
+  batch.events.push(
+    outboxRow(
+      authorizationEvent("card_authorization.created", { ...row, force_post: false, cleared_cents: 0n }),
+    ),
+  );
+  const answer = answerOf(message, {
+    result: reason === null ? "APPROVED" : "DECLINED",
+    reason,
+    approved,
+    row,
+    card,
+  });
+  batch.messages.push(messageRow(message, card, row.id, reason === null ? approved : asked, entryId, answer));
+  return { answer };
+}
+
+function authorizationRow(
+  message: CardMessage,
+  card: batchRepo.BatchCard,
+  decision: {
+    status: "PENDING" | "VOIDED" | "DECLINED";
+    reason: string | null;
+    approved: bigint;
+    shard: string;
+    settings: PurchaseSettings;
+  },
+): batchRepo.BatchAuthorization {
+  const now = new Date();
+  const pending = decision.status === "PENDING";
+  const days = holdDaysFor(message.merchant?.mcc ?? "0000", decision.settings);
+  return {
+    id: timeOrderedUuid(),
+    card_id: card.id,
+    client_id: card.client_id,
+    status: decision.status,
+    currency: message.currency,
+    merchant_amount: message.merchantAmount,
+    requested_cents: message.amountCents ?? 0n,
+    authorized_cents: decision.approved,
+    held_cents: pending ? decision.approved : 0n,
+    authorization_code: decision.reason === null ? authorizationCode() : null,
+    decline_reason: decision.reason,
+    channel: message.channel,
+    partial_allowed: message.partialAllowed,
+    merchant: message.merchant ?? {},
+    mcc: message.merchant?.mcc ?? "0000",
+    hold_account_id: pending ? decision.shard : null,
+    expires_at: pending ? new Date(now.getTime() + days * 86_400_000) : null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+function answerOf(
+  message: CardMessage,
+  outcome: {
+    result: "APPROVED" | "DECLINED";
+    reason: string | null;
+    approved: bigint;
+    row?: Pick<AuthorizationRow, "id" | "authorization_code">;
+    card?: batchRepo.BatchCard;
+  },
+): MessageAnswer {
+  const card = outcome.card;
+  return {
+    message_id: message.messageId,
+    type: message.type,
+    result: outcome.result,
+    authorization_id: outcome.row?.id ?? null,
+    authorization_code: outcome.result === "APPROVED" ? (outcome.row?.authorization_code ?? null) : null,
+    decline_reason: outcome.reason,
+    amount: Number(outcome.approved),
+    partial: outcome.result === "APPROVED" && outcome.approved < (message.amountCents ?? 0n),
+    over_tolerance: false,
+    balance: card
+      ? { available: Number(spendable(card)), held: Number(card.held_cents), owed: Number(card.owed_cents) }
+      : null,
+  };
+}
+
+function messageRow(
+  message: CardMessage,
+  card: batchRepo.BatchCard | null,
+  authorizationId: string | null,
+  amountCents: bigint,
+  entryId: string | null,
+  answer: MessageAnswer,
+): batchRepo.MessageRow {
+  return {
+    messageId: message.messageId,
+    cardId: card?.id ?? null,
+    clientId: card?.client_id ?? null,
+    authorizationId,
+    amountCents,
+    entryId,
+    merchant: message.merchant,
+    response: answer,
+  };
+}
