@@ -33,6 +33,7 @@ import { registerCardholderRoutes } from "./modules/cardholders/routes.ts";
 import { registerCardRoutes } from "./modules/cards/routes.ts";
 import { registerCatalogRoutes } from "./modules/catalogs/routes.ts";
 import { registerClientRoutes } from "./modules/clients/routes.ts";
+import { registerSpendingControlRoutes } from "./modules/controls/routes.ts";
 import { registerEventMetrics } from "./modules/events/metrics.ts";
 import { registerEventRoutes } from "./modules/events/routes.ts";
 import { registerKeyRoutes } from "./modules/keys/routes.ts";
@@ -150,6 +151,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   app.register(async (scope) => registerRailRoutes(scope, ctx));
   app.register(async (scope) => registerCardNetworkRoutes(scope, ctx));
   registerPurchaseRoutes(app, ctx);
+  registerSpendingControlRoutes(app, ctx);
   registerAirtimeRoutes(app, ctx);
 
   // Rail adapters stop their timers, and the decryption workers their threads, with the app.

@@ -65,6 +65,7 @@ export const errors = {
   eventNotFound: def(3702, 404, "Event not found"),
   authorizationNotFound: def(3801, 404, "Authorization not found"),
   networkMessageNotFound: def(3802, 404, "The original message is not known"),
+  spendingControlNotFound: def(3803, 404, "Spending control not found"),
 
   // 4xxx: conflicts.
   idempotencyKeyReused: def(4001, 409, "This Idempotency-Key was used with a different request"),
@@ -155,6 +156,8 @@ export const errors = {
   speiOrderNotReturnable: def(5502, 422, "The transfer can no longer be returned"),
   authorizationOfAnotherCard: def(5801, 422, "The authorization belongs to another card"),
   originalNotAReturn: def(5802, 422, "A RETURN_REVERSAL must name a RETURN"),
+  spendingControlsLimitReached: def(5803, 422, "The target has as many spending controls as it may have"),
+  spendingControlTypeFixed: def(5804, 422, "A spending control keeps its type; delete it and create another"),
   airtimeInsufficientFunds: def(5601, 422, "Insufficient balance for the airtime top-up"),
   airtimeProductInactive: def(5603, 422, "The airtime product is not active"),
   airtimeNumberRejected: def(5604, 422, "The carrier refused the phone number; nothing was charged"),

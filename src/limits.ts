@@ -226,6 +226,14 @@ export const limits = {
   tipTolerancePercent: 20,
   /** Card purchases: authorizations written together in one statement, at most. */
   authorizationBatchMax: 64,
+  /** Spending controls on one product, client, cardholder or card, at most. */
+  spendingControlsPerTargetMax: 50,
+  /** Spending controls: codes or countries in one list, at most. */
+  spendingControlListMax: 500,
+  /** Spending controls: count_limit of a velocity limit, at most. */
+  spendingControlCountMax: 1_000_000,
+  /** Spending controls: targets whose controls a process keeps for deciding authorizations. */
+  spendingControlTargetMemory: 100_000,
   /** Card purchases: card states a process keeps for deciding its next batches (two keys a card). */
   authorizationCardMemory: 60_000,
   /** Card purchases: answers to recent message ids a process keeps, for the network's repeats. */

@@ -636,6 +636,17 @@ function queryString(route: RouteInfo): string {
   return parts.length > 0 ? `?${parts.join("&")}` : "";
 }
 
+/** Whether `url` resolves to a route other than `route` for the same method. */
+function isAnotherRoute(route: RouteInfo, url: string): boolean {
+  const resolved = new URL(url, "http://emisor.test").pathname;
+  return routes.some(
+    (other) =>
+      other !== route &&
+      other.method === route.method &&
+      new RegExp(`^${other.path.replace(/\{[^}]+\}/g, "[^/]+")}$`).test(resolved),
+  );
+}
+
 function baseUrl(route: RouteInfo, pathOverride?: Record<string, string>): string {
   const values: Record<string, string> = {};
   for (const param of route.pathParams)
@@ -841,8 +852,10 @@ function requestsFor(route: RouteInfo): fc.Arbitrary<FuzzRequest> {
     options.push(
       fc.tuple(hostilePathIds, authArb).map(([id, auth]) => {
         const payload = route.body ? serialize(bodyFields(route)) : undefined;
-        return make(`path ${param.name}=${id.slice(0, 40)}`, true, {
-          url: baseUrl(route, { [param.name]: id }),
+        const url = baseUrl(route, { [param.name]: id });
+        // A dot segment resolves to another URL (RFC 3986 5.2.4), which may be another route's.
+        return make(`path ${param.name}=${id.slice(0, 40)}`, !isAnotherRoute(route, url), {
+          url,
           auth,
           ...(payload !== undefined ? { payload, headers: json(payload) } : {}),
         });

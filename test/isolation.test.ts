@@ -51,6 +51,7 @@ interface Party {
   orderId: string;
   topupId: string;
   authorizationId: string;
+  spendingControlId: string;
 }
 
 let t: TestApp;
@@ -117,6 +118,12 @@ async function equip(name: string, tenant: Tenant): Promise<Party> {
       body: { card_id: card.id, amount: 10, merchant },
     }),
   );
+  const spendingControl = expectOk(
+    await call<{ spending_control: { id: string } }>(t.app, "POST", "/v1/spending_controls", {
+      ...auth,
+      body: { scope: "CARD", target_id: card.id, type: "MAX_AMOUNT", amount: 5_000 },
+    }),
+  ).spending_control;
   const webhook = expectOk(
     await call<{ webhook: { id: string } }>(t.app, "POST", "/v1/webhooks", {
       ...auth,
@@ -144,6 +151,7 @@ async function equip(name: string, tenant: Tenant): Promise<Party> {
     orderId: order.id,
     topupId: topup.id,
     authorizationId: authorization.authorization_id,
+    spendingControlId: spendingControl.id,
   };
 }
 
@@ -207,6 +215,7 @@ const notFound = {
   webhook: errors.webhookNotFound.code,
   event: errors.eventNotFound.code,
   authorization: errors.authorizationNotFound.code,
+  spendingControl: errors.spendingControlNotFound.code,
 };
 
 const merchant = { name: "OXXO CENTRO", mcc: "5411" };
@@ -334,6 +343,43 @@ const matrix: Record<string, Attempts> = {
   "POST /v1/sandbox/spei/orders/{id}/return": (_, x) =>
     one("order", `/v1/sandbox/spei/orders/${x.orderId}/return`, notFound.order, { cause: "02" }),
   "GET /v1/airtime/topups/{id}": (_, x) => one("topup", `/v1/airtime/topups/${x.topupId}`, notFound.topup),
+  "POST /v1/spending_controls": (_, x) => [
+    ...one("card", "/v1/spending_controls", notFound.card, {
+      scope: "CARD",
+      target_id: x.cardId,
+      type: "MAX_AMOUNT",
+      amount: 1,
+    }),
+    ...one("cardholder", "/v1/spending_controls", notFound.cardholder, {
+      scope: "CARDHOLDER",
+      target_id: x.cardholderId,
+      type: "MAX_AMOUNT",
+      amount: 1,
+    }),
+    ...one("product", "/v1/spending_controls", notFound.product, {
+      scope: "PRODUCT",
+      target_id: x.productId,
+      type: "MAX_AMOUNT",
+      amount: 1,
+    }),
+    ...one("client", "/v1/spending_controls", notFound.client, {
+      scope: "CLIENT",
+      target_id: x.tenant.clientId,
+      type: "MAX_AMOUNT",
+      amount: 1,
+    }),
+  ],
+  "GET /v1/spending_controls/{id}": (_, x) =>
+    one("control", `/v1/spending_controls/${x.spendingControlId}`, notFound.spendingControl),
+  "PUT /v1/spending_controls/{id}": (_, x) =>
+    one("control", `/v1/spending_controls/${x.spendingControlId}`, notFound.spendingControl, {
+      type: "MAX_AMOUNT",
+      amount: 1,
+    }),
+  "DELETE /v1/spending_controls/{id}": (_, x) =>
+    one("control", `/v1/spending_controls/${x.spendingControlId}`, notFound.spendingControl),
+  "GET /v1/cards/{id}/spending_controls": (_, x) =>
+    one("card", `/v1/cards/${x.cardId}/spending_controls`, notFound.card),
   "GET /v1/cards/{id}/authorizations": (_, x) =>
     one("card", `/v1/cards/${x.cardId}/authorizations`, notFound.card),
   "GET /v1/authorizations/{id}": (_, x) =>
@@ -402,6 +448,8 @@ const exempt: Record<string, string> = {
     "the rail's signed callback: no tenant calls it (signature tests cover it)",
   "POST /v1/rails/cards/messages":
     "the card processor's signed messages: no tenant calls it (signature tests cover it)",
+  "GET /v1/spending_controls":
+    "target_id only filters the controls the caller and its sub-clients set: another's id lists nothing",
 };
 
 /** Field names that identify a resource; external_id is the caller's own free reference. */

@@ -3,11 +3,14 @@ import type { Db } from "../../db/database.ts";
 import { batchWroteNothing } from "../../db/failures.ts";
 import { limits } from "../../limits.ts";
 import type { CardRef } from "../cards/card-number.ts";
+import { ControlMemory } from "../controls/memory.ts";
+import { type WindowKeys, windowKeysAt } from "../controls/windows.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
 import { cardKeyOf, type PlannedBatch, planBatch } from "./authorization-plan.ts";
 import * as batchRepo from "./batch-repository.ts";
 import type { CardMessage, PurchaseSettings } from "./message.ts";
 import { type MessageAnswer, type Processed, processMessage } from "./service.ts";
+import { spendingCopy } from "./spending.ts";
 
 export type AuthorizationBatchForm = "at_once" | "reread" | "one_by_one";
 
@@ -32,6 +35,7 @@ export class AuthorizationBatcher {
   readonly #observe: (form: AuthorizationBatchForm) => void;
   /** Each card's state after this process's last batch on it, by id and by number's fingerprint. */
   readonly #cards = new BoundedMap<string, batchRepo.BatchCard>(limits.authorizationCardMemory);
+  readonly #controls = new ControlMemory();
   /** Answers given here lately: a network's repeat of a message id is answered without a query. */
   readonly #answers = new BoundedMap<string, MessageAnswer>(limits.authorizationAnswerMemory);
 
@@ -88,6 +92,7 @@ export class AuthorizationBatcher {
   /** After a refusal: the ids answered meanwhile are answered, the rest decided on fresh reads. */
   async #retry(planned: Queued<CardMessage, Processed>[]): Promise<void> {
     for (const queued of planned) this.#forgetKey(cardKeyOf(queued.item));
+    this.#controls.forget();
     const answered = await batchRepo.answeredMessages(
       this.#db,
       planned.map((queued) => queued.item.messageId),
@@ -111,14 +116,15 @@ export class AuthorizationBatcher {
    */
   async #tryAtOnce(planned: Queued<CardMessage, Processed>[], reread: boolean): Promise<boolean> {
     const messages = planned.map((queued) => queued.item);
-    const states = await this.#statesOf(messages, reread ? new Set(messages.map(cardKeyOf)) : undefined);
-    let plan = planBatch(messages, copies(states), this.#settings);
+    const now = windowKeysAt(Date.now());
+    const states = await this.#statesOf(messages, reread ? new Set(messages.map(cardKeyOf)) : undefined, now);
+    let plan = await this.#plan(messages, states, now);
     const stale = new Set([...plan.declinedCards].filter((id) => !states.fresh.has(id)));
     if (stale.size > 0) {
       const keys = new Set(
         messages.map(cardKeyOf).filter((key) => stale.has(states.byKey.get(key)?.id ?? "")),
       );
-      plan = planBatch(messages, copies(await this.#statesOf(messages, keys, states)), this.#settings);
+      plan = await this.#plan(messages, await this.#statesOf(messages, keys, now, states), now);
     }
     try {
       await batchRepo.writeAuthorizationsAtOnce(this.#db, plan.batch);
@@ -137,11 +143,29 @@ export class AuthorizationBatcher {
     return true;
   }
 
+  /** The batch decided on `states`, with the spending controls of each card. */
+  async #plan(messages: CardMessage[], states: CardStates, now: WindowKeys): Promise<PlannedBatch> {
+    const cards = copies(states, now);
+    const distinct = [...new Map([...cards.values()].map((card) => [card.id, card])).values()];
+    const controls = await this.#controls.controlsFor(this.#db, distinct);
+    return planBatch(messages, cards, {
+      settings: this.#settings,
+      controls,
+      now,
+      generation: this.#controls.generation,
+    });
+  }
+
   /**
    * The state of each card the messages name: remembered, or read (the cards `read` names, and
    * every card not remembered). `fresh` holds the ids of the cards read now.
    */
-  async #statesOf(messages: CardMessage[], read?: Set<string>, known?: CardStates): Promise<CardStates> {
+  async #statesOf(
+    messages: CardMessage[],
+    read: Set<string> | undefined,
+    now: WindowKeys,
+    known?: CardStates,
+  ): Promise<CardStates> {
     const byKey = new Map(known?.byKey ?? []);
     const fresh = new Set(known?.fresh ?? []);
     const toRead = new Map<string, CardRef>();
@@ -158,6 +182,7 @@ export class AuthorizationBatcher {
       this.#db,
       refs.flatMap((ref) => ("id" in ref ? [ref.id] : [])),
       refs.flatMap((ref) => ("fingerprint" in ref ? [ref.fingerprint] : [])),
+      now,
     );
     for (const row of rows) {
       fresh.add(row.id);
@@ -199,14 +224,17 @@ interface CardStates {
   fresh: Set<string>;
 }
 
-/** The states a plan may change, one copy per card whichever key names it. */
-function copies(states: CardStates): Map<string, batchRepo.BatchCard> {
+/**
+ * The states a plan may change, one copy per card whichever key names it, its spending moved on
+ * to the windows of `now`.
+ */
+function copies(states: CardStates, now: WindowKeys): Map<string, batchRepo.BatchCard> {
   const byId = new Map<string, batchRepo.BatchCard>();
   const byKey = new Map<string, batchRepo.BatchCard>();
   for (const [key, card] of states.byKey) {
     let copy = byId.get(card.id);
     if (!copy) {
-      copy = { ...card };
+      copy = { ...card, spending: spendingCopy(card.spending, now) };
       byId.set(card.id, copy);
     }
     byKey.set(key, copy);

@@ -1,5 +1,7 @@
 import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
+import { type Control, countsSpending } from "../controls/rules.ts";
+import type { WindowKeys } from "../controls/windows.ts";
 import { outboxRow } from "../events/outbox.ts";
 import { authorizationCode, decide } from "./authorize.ts";
 import type * as batchRepo from "./batch-repository.ts";
@@ -7,6 +9,7 @@ import { spendable } from "./card-money.ts";
 import { authorizationEvent, type CardMessage, holdDaysFor, type PurchaseSettings } from "./message.ts";
 import type { AuthorizationRow } from "./repository.ts";
 import type { MessageAnswer } from "./service.ts";
+import { addSpend, type SpendingDelta, spendingCopy, zeroCents, zeroCounts } from "./spending.ts";
 
 /** The card a message names, as the batch looks it up: its id, or its number's fingerprint. */
 export function cardKeyOf(message: CardMessage): string {
@@ -27,10 +30,20 @@ export interface PlannedBatch {
   decided: Map<string, batchRepo.BatchCard>;
 }
 
+export interface PlanInputs {
+  settings: PurchaseSettings;
+  /** The spending controls that apply to each card, by card id. */
+  controls: ReadonlyMap<string, readonly Control[]>;
+  /** The windows of the batch's moment. */
+  now: WindowKeys;
+  /** The controls' generation they were read at: the statement requires it unchanged. */
+  generation: bigint;
+}
+
 export function planBatch(
   messages: CardMessage[],
   cards: ReadonlyMap<string, batchRepo.BatchCard>,
-  settings: PurchaseSettings,
+  inputs: PlanInputs,
 ): PlannedBatch {
   const shard = postingShardOf(systemAccounts.cardHolds);
   const batch: batchRepo.AuthorizationBatch = {
@@ -40,6 +53,8 @@ export function planBatch(
     authorizations: [],
     messages: [],
     events: [],
+    spending: { deltas: [], expected: new Map(), now: inputs.now },
+    generation: inputs.generation,
   };
   const decidedOn = new Map<string, batchRepo.CardAsDecided>();
   const decided = new Map<string, batchRepo.BatchCard>();
@@ -47,13 +62,19 @@ export function planBatch(
   const answers = messages.map((message) => {
     const card = cards.get(cardKeyOf(message));
     if (!card) return planUnknownCard(batch, message);
-    if (!decidedOn.has(card.id)) decidedOn.set(card.id, asDecided(card));
+    const controls = inputs.controls.get(card.id) ?? [];
+    if (!decidedOn.has(card.id)) {
+      decidedOn.set(card.id, asDecided(card));
+      if (countsSpending(controls))
+        batch.spending.expected.set(card.id, spendingCopy(card.spending, inputs.now));
+    }
     decided.set(card.id, card);
-    const planned = planOne(batch, message, card, { shard, settings });
+    const planned = planOne(batch, message, card, { shard, settings: inputs.settings, controls });
     if (planned.answer.result === "DECLINED") declinedCards.add(card.id);
     return planned.answer;
   });
   batch.cards = [...decidedOn.values()];
+  batch.spending.deltas = spendingOfBatch(batch.authorizations);
   return { batch, answers, declinedCards, decided };
 }
 
@@ -75,14 +96,36 @@ function planUnknownCard(batch: batchRepo.AuthorizationBatch, message: CardMessa
   return answer;
 }
 
+/** What the batch's approvals add to each card's spending: every window of now counts them. */
+function spendingOfBatch(rows: batchRepo.BatchAuthorization[]): SpendingDelta[] {
+  const byCard = new Map<string, SpendingDelta>();
+  for (const row of rows) {
+    if (row.authorized_cents <= 0n || row.status === "DECLINED") continue;
+    let delta = byCard.get(row.card_id);
+    if (!delta) {
+      delta = { cardId: row.card_id, cents: zeroCents(), count: zeroCounts() };
+      byCard.set(row.card_id, delta);
+    }
+    for (const window of ["DAY", "WEEK", "MONTH", "YEAR", "LIFETIME"] as const) {
+      delta.cents[window] += row.authorized_cents;
+      delta.count[window] += 1;
+    }
+  }
+  return [...byCard.values()];
+}
+
 function planOne(
   batch: batchRepo.AuthorizationBatch,
   message: CardMessage,
   card: batchRepo.BatchCard,
-  where: { shard: string; settings: PurchaseSettings },
+  where: { shard: string; settings: PurchaseSettings; controls: readonly Control[] },
 ): { answer: MessageAnswer } {
   const asked = message.amountCents ?? 0n;
-  const { reason, approved } = decide(card, message);
+  const { reason, approved } = decide(card, message, {
+    controls: where.controls,
+    spending: card.spending,
+    verification: message.verification,
+  });
   const status = reason !== null ? "DECLINED" : approved > 0n ? "PENDING" : "VOIDED";
   const row = authorizationRow(message, card, { status, reason, approved, ...where });
   let entryId: string | null = null;
@@ -101,6 +144,7 @@ function planOne(
     });
     card.balance_cents -= approved;
     card.held_cents += approved;
+    addSpend(card.spending, approved);
   }
   batch.authorizations.push(row);
   batch.events.push(

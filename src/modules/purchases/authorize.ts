@@ -3,6 +3,16 @@ import type { Tx } from "../../db/database.ts";
 import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { isExpired } from "../cards/expiry.ts";
+import { controlOf, controlsOfCard, controlsOnTargets, targetsOf } from "../controls/repository.ts";
+import {
+  type Control,
+  controlDecline,
+  controlDeclineReasons,
+  countsSpending,
+  type Purchase,
+  purchaseCountry,
+} from "../controls/rules.ts";
+import { windowKeysAt } from "../controls/windows.ts";
 import { postCardEntry, spendable } from "./card-money.ts";
 import {
   authorizationEvent,
@@ -13,11 +23,20 @@ import {
   type PurchaseSettings,
 } from "./message.ts";
 import * as repo from "./repository.ts";
+import { readSpending, type Spending, spendingAt } from "./spending.ts";
 
 /**
- * The decline reasons of the card's own state, in the order they are checked. Spending controls
- * and the client's decision add theirs on top (the next issue).
+ * The decline reasons, in the order they are checked: the card's own state, the card's
+ * verification (card not present, PIN), the spending controls in scope, the money, then the
+ * client's real-time decision (its own reason, or its stand-in's).
  */
+export const verificationDeclines = [
+  "INCORRECT_EXPIRY",
+  "INCORRECT_CVV",
+  "INCORRECT_PIN",
+  "PIN_LOCKED",
+] as const;
+export type VerificationDecline = (typeof verificationDeclines)[number];
 export const declineReasons = [
   "UNKNOWN_CARD",
   "CLIENT_DISABLED",
@@ -25,9 +44,35 @@ export const declineReasons = [
   "CARD_NOT_ACTIVE",
   "CARD_BLOCKED",
   "CARD_EXPIRED",
+  ...verificationDeclines,
+  ...controlDeclineReasons,
   "INSUFFICIENT_FUNDS",
+  "WEBHOOK_TIMEOUT",
+  "WEBHOOK_ERROR",
+  "CLIENT_DECLINED",
 ] as const;
 export type DeclineReason = (typeof declineReasons)[number];
+
+/** What a decision rests on beyond the card: its controls, what it spent, its verification. */
+export interface DecisionContext {
+  controls: readonly Control[];
+  /** What the card spent in the windows of now, before this purchase (its running state). */
+  spending: Spending | null;
+  /** A check the message failed before it was decided (CVV2, expiry, PIN). */
+  verification?: VerificationDecline | null | undefined;
+}
+
+const noControls: DecisionContext = { controls: [], spending: null };
+
+/** The purchase as spending controls see it. */
+export function purchaseOf(message: Pick<CardMessage, "amountCents" | "channel" | "merchant">): Purchase {
+  return {
+    amountCents: message.amountCents ?? 0n,
+    channel: message.channel,
+    mcc: message.merchant?.mcc ?? "0000",
+    country: purchaseCountry(message.merchant?.country),
+  };
+}
 
 /** Why the card cannot be used now, whatever the amount; null when it can. */
 export function cardDeclineReason(card: repo.CardState): DeclineReason | null {
@@ -45,10 +90,14 @@ export function cardDeclineReason(card: repo.CardState): DeclineReason | null {
  */
 export function decide(
   card: repo.CardState,
-  message: Pick<CardMessage, "amountCents" | "partialAllowed">,
+  message: Pick<CardMessage, "amountCents" | "partialAllowed" | "channel" | "merchant">,
+  context: DecisionContext = noControls,
 ): { reason: DeclineReason | null; approved: bigint } {
   const asked = message.amountCents ?? 0n;
-  const reason = cardDeclineReason(card);
+  const reason =
+    cardDeclineReason(card) ??
+    context.verification ??
+    controlDecline(context.controls, purchaseOf(message), context.spending);
   if (reason !== null) return { reason, approved: 0n };
   const available = spendable(card);
   if (asked <= available) return { reason: null, approved: asked };
@@ -69,7 +118,7 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
   const card = message.card ? await repo.lockCard(tx, message.card) : undefined;
   if (!card) return unknownCard();
   const asked = message.amountCents ?? 0n;
-  const { reason, approved } = decide(card, message);
+  const { reason, approved } = decide(card, message, await decisionContext(tx, card, message));
   if (reason !== null) {
     const declined = await newAuthorization(tx, message, card, { status: "DECLINED", reason, held: 0n });
     return {
@@ -92,6 +141,19 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
     entryId: held.entryId,
     events: [authorizationEvent("card_authorization.created", held.authorization)],
   };
+}
+
+/**
+ * The card's controls and what it spent, read once its ledger row is locked: every change of its
+ * spending locks that row first, so this read sees the last one.
+ */
+async function decisionContext(tx: Tx, card: repo.CardState, message: CardMessage): Promise<DecisionContext> {
+  const { rows } = await controlsOnTargets(tx, targetsOf(card));
+  const controls = controlsOfCard(card, rows.map(controlOf));
+  const spending = countsSpending(controls)
+    ? spendingAt(await readSpending(tx, card.id), windowKeysAt(Date.now()))
+    : null;
+  return { controls, spending, verification: message.verification };
 }
 
 function unknownCard(): Outcome {

@@ -1,28 +1,45 @@
 import { sql } from "kysely";
 import type { Db } from "../../db/database.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
+import type { WindowKeys } from "../controls/windows.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
 import { type AuthorizationRow, type CardState, heldByCard } from "./repository.ts";
+import {
+  type Spending,
+  type SpendingDelta,
+  type SpendingRow,
+  spendingAt,
+  spendingMoves,
+} from "./spending.ts";
 
 /** A card as a batch of authorizations reads it (unlocked), with what its authorizations hold. */
 export interface BatchCard extends CardState {
   pan_fingerprint: string;
   held_cents: bigint;
+  /** What the card spent in the windows that contain the batch's moment, as velocity limits count. */
+  spending: Spending;
 }
 
 /** The cards the batch names (by id or by number's fingerprint), read without locks. */
-export async function readBatchCards(db: Db, ids: string[], fingerprints: string[]): Promise<BatchCard[]> {
-  const result = await sql<BatchCard>`
-    select c.id, c.pan_fingerprint, c.client_id, c.status, c.expires_on::text as expires_on,
+export async function readBatchCards(
+  db: Db,
+  ids: string[],
+  fingerprints: string[],
+  now: WindowKeys,
+): Promise<BatchCard[]> {
+  const result = await sql<Omit<BatchCard, "spending"> & { spending: SpendingRow | null }>`
+    select c.id, c.pan_fingerprint, c.client_id, c.cardholder_id, c.product_id, cl.lineage, c.status,
+      c.expires_on::text as expires_on,
       exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
       la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents,
-      ${heldByCard(sql.ref("c.id"))} as held_cents
+      ${heldByCard(sql.ref("c.id"))} as held_cents, to_jsonb(s) as spending
     from cards c
     join clients cl on cl.id = c.client_id
     join ledger_accounts la on la.id = c.id
     left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
+    left join card_spending s on s.card_id = c.id
     where c.id = any(${ids}::uuid[]) or c.pan_fingerprint = any(${fingerprints}::text[])`.execute(db);
-  return result.rows;
+  return result.rows.map((row) => ({ ...row, spending: spendingAt(row.spending, now) }));
 }
 
 /** The answers already given to any of these message ids. */
@@ -66,6 +83,10 @@ export interface AuthorizationBatch {
   authorizations: BatchAuthorization[];
   messages: MessageRow[];
   events: OutboxEvent[];
+  /** What the approvals add to each card's spending; `expected`: cards whose limits count it. */
+  spending: { deltas: SpendingDelta[]; expected: Map<string, Spending>; now: WindowKeys };
+  /** The spending controls' generation the batch was decided on. */
+  generation: bigint;
 }
 
 /**
@@ -80,6 +101,7 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
   const a = batch.authorizations;
   const m = batch.messages;
   const cards = batch.cards;
+  const spending = spendingMoves(batch.spending.deltas, batch.spending.now, batch.spending.expected);
   await sql`
     with cards_as_decided as (
       select c.id
@@ -120,10 +142,14 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
         ${m.map((x) => JSON.stringify(x.merchant ?? null))}::jsonb[], ${m.map((x) => JSON.stringify(x.response))}::jsonb[])
         as v(message_id, card_id, client_id, authorization_id, amount_cents, entry_id, merchant, response)
       returning seq),
+    ${spending.ctes},
     ${eventsWithDeliveries(batch.events)}
     select
-      emisor_require((select count(*) from cards_as_decided) = ${cards.length}, 'a card changed') as cards,
+      emisor_require((select count(*) from cards_as_decided) = ${cards.length}
+        and (select generation from spending_control_generation) = ${String(batch.generation)}::bigint,
+        'a card or a spending control changed') as cards,
       ${ledger.steps},
+      ${spending.step},
       (select count(*) from authorizations) + (select count(*) from messages) as rows,
       (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events`.execute(db);
 }

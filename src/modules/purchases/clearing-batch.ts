@@ -2,6 +2,7 @@ import type { Db, Tx } from "../../db/database.ts";
 import { AppError, errors } from "../../errors.ts";
 import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { type BatchEntry, postEntriesOnShards } from "../../ledger/batch.ts";
+import { windowKeysAt } from "../controls/windows.ts";
 import { emitEvents, type NewEvent } from "../events/outbox.ts";
 import { cardEntryInput } from "./card-money.ts";
 import { planClearing, planForcePost, postedOutcome, returnEntry } from "./clearing.ts";
@@ -10,6 +11,7 @@ import type { FileLine, LineResult } from "./clearing-report.ts";
 import type { CardMessage, Outcome } from "./message.ts";
 import type { AuthorizationRow, CardState, MessageRecord, NewAuthorization } from "./repository.ts";
 import { answerFor, type MessageAnswer } from "./service.ts";
+import { moveSpending, spendingDeltas } from "./spending.ts";
 
 /**
  * A chunk of a clearing file's lines in one transaction, a statement per step rather than a
@@ -107,6 +109,8 @@ class ChunkWrites {
   readonly entries: BatchEntry[] = [];
   readonly created: NewAuthorization[] = [];
   readonly changed = new Map<string, AuthorizationRow>();
+  /** Each changed authorization as the chunk found it: what it spent before. */
+  readonly before = new Map<string, AuthorizationRow>();
   readonly records: MessageRecord[] = [];
   readonly events: NewEvent[] = [];
   readonly refused: string[] = [];
@@ -135,9 +139,21 @@ class ChunkWrites {
     await batch.releaseClaims(tx, this.refused);
     await batch.insertAuthorizations(tx, this.created);
     await batch.updateAuthorizations(tx, [...this.changed.values()]);
+    await this.#moveSpending(tx);
     await batch.recordMessages(tx, this.records);
     await emitEvents(tx, this.events);
     await postEntriesOnShards(tx, this.entries);
+  }
+
+  /** What the chunk's force posts and clearings changed of their cards' spending. */
+  async #moveSpending(tx: Tx): Promise<void> {
+    const at = new Date();
+    const now = windowKeysAt(at);
+    const changes = [
+      ...this.created.map((row) => ({ after: { ...row, created_at: at } })),
+      ...[...this.changed.values()].map((row) => ({ before: this.before.get(row.id), after: row })),
+    ];
+    await moveSpending(tx, spendingDeltas(changes, now), now);
   }
 }
 
@@ -193,6 +209,7 @@ async function clearHold(
   const entry = await cardEntryInput(tx, card, plan.entry);
   if (entry) writes.entries.push(entry);
   const updated: AuthorizationRow = { ...authorization, ...plan.change };
+  if (!writes.before.has(updated.id)) writes.before.set(updated.id, authorization);
   state.authorizations.set(updated.id, updated);
   writes.changed.set(updated.id, updated);
   state.held.set(card.id, (state.held.get(card.id) ?? 0n) - authorization.held_cents + updated.held_cents);

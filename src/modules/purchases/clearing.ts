@@ -124,7 +124,7 @@ async function clearAuthorization(tx: Tx, message: CardMessage): Promise<Outcome
   const { card, authorization } = await lockAuthorization(tx, message);
   const plan = planClearing(message, authorization, postingShardOf(systemAccounts.cardNetwork));
   const entryId = await postCardEntry(tx, card, plan.entry);
-  const updated = await repo.updateAuthorization(tx, authorization.id, plan.change);
+  const updated = await repo.updateAuthorization(tx, authorization, plan.change);
   return postedOutcome(message, card, { authorization: updated, entryId, overTolerance: plan.overTolerance });
 }
 

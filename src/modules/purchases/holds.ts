@@ -58,7 +58,7 @@ export async function adviseHold(tx: Tx, message: CardMessage, settings: Purchas
       : authorization.status === "PENDING"
         ? statusWithoutHold(authorization)
         : authorization.status;
-  const updated = await repo.updateAuthorization(tx, authorization.id, {
+  const updated = await repo.updateAuthorization(tx, authorization, {
     held_cents: target,
     authorized_cents: authorization.cleared_cents + target,
     hold_account_id: moved.shard,
@@ -98,7 +98,7 @@ export async function releaseHold(tx: Tx, message: CardMessage): Promise<Outcome
         : statusWithoutHold(authorization);
   const updated =
     release > 0n || status !== authorization.status
-      ? await repo.updateAuthorization(tx, authorization.id, { held_cents: held - release, status })
+      ? await repo.updateAuthorization(tx, authorization, { held_cents: held - release, status })
       : authorization;
   return {
     result: "RELEASED",

@@ -2,6 +2,7 @@ import type { Tx } from "../../db/database.ts";
 import { AppError, errors } from "../../errors.ts";
 import type { CardRef } from "../cards/card-number.ts";
 import type { NewEvent } from "../events/outbox.ts";
+import type { VerificationDecline } from "./authorize.ts";
 import * as repo from "./repository.ts";
 import type { MerchantType, MessageType } from "./schemas.ts";
 import { renderAuthorization } from "./views.ts";
@@ -22,6 +23,8 @@ export interface CardMessage {
   partialAllowed: boolean;
   isFinal: boolean;
   fileId?: string | undefined;
+  /** An AUTHORIZATION's card verification (CVV2, expiry, PIN) that failed before it was decided. */
+  verification?: VerificationDecline | null | undefined;
 }
 
 export type MessageResult = "APPROVED" | "DECLINED" | "POSTED" | "RELEASED" | "ANSWERED";

@@ -4,6 +4,8 @@ import { instantKeysetConditions } from "../../db/keyset.ts";
 import type { CardAuthorizationsTable, CardStatus } from "../../db/schema.ts";
 import { instantKey } from "../../http/cursor.ts";
 import type { CardRef } from "../cards/card-number.ts";
+import { windowKeysAt } from "../controls/windows.ts";
+import { moveSpending, spendingDeltas } from "./spending.ts";
 
 /** SQL of card purchases: the processor's messages, the authorizations and the cards they move. */
 export type AuthorizationRow = Selectable<CardAuthorizationsTable>;
@@ -64,6 +66,10 @@ export async function recordMessage(tx: Tx, record: MessageRecord): Promise<void
 export interface CardState {
   id: string;
   client_id: string;
+  cardholder_id: string | null;
+  product_id: string;
+  /** The card's client's lineage, the root first: the clients whose controls reach the card. */
+  lineage: string[];
   status: CardStatus;
   expires_on: string;
   client_disabled: boolean;
@@ -80,7 +86,7 @@ export interface CardState {
 export async function lockCard(tx: Tx, ref: CardRef): Promise<CardState | undefined> {
   const where = "id" in ref ? sql`c.id = ${ref.id}::uuid` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
   const result = await sql<CardState>`
-    select c.id, c.client_id, c.status, c.expires_on::text as expires_on,
+    select c.id, c.client_id, c.cardholder_id, c.product_id, cl.lineage, c.status, c.expires_on::text as expires_on,
       exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
       la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents
     from cards c
@@ -98,12 +104,16 @@ export async function findAuthorization(db: Queryable, id: string): Promise<Auth
 
 export type NewAuthorization = Omit<AuthorizationRow, "created_at" | "updated_at">;
 
+/** A new authorization, and what it spends on its card (velocity limits count it). */
 export async function insertAuthorization(tx: Tx, row: NewAuthorization): Promise<AuthorizationRow> {
-  return tx
+  const inserted = await tx
     .insertInto("card_authorizations")
     .values({ ...row, merchant: JSON.stringify(row.merchant) })
     .returningAll()
     .executeTakeFirstOrThrow();
+  const now = windowKeysAt(Date.now());
+  await moveSpending(tx, spendingDeltas([{ after: inserted }], now), now);
+  return inserted;
 }
 
 export type AuthorizationChange = Partial<
@@ -120,22 +130,26 @@ export type AuthorizationChange = Partial<
 >;
 
 /**
- * A declined authorization that an advice or a clearing (neither can be refused) moves on to
- * another status loses its decline reason: the table holds a reason on DECLINED rows only, and
+ * A change of an authorization (`before` as locked), and of what it spends on its card. A declined
+ * authorization that an advice or a clearing (neither can be refused) moves on to another status
+ * loses its decline reason: the table holds a reason on DECLINED rows only, and
  * the declined answer stays in the message history.
  */
 export async function updateAuthorization(
   tx: Tx,
-  id: string,
+  before: AuthorizationRow,
   change: AuthorizationChange,
 ): Promise<AuthorizationRow> {
   const reason = change.status && change.status !== "DECLINED" ? { decline_reason: null } : {};
-  return tx
+  const updated = await tx
     .updateTable("card_authorizations")
     .set({ ...change, ...reason, updated_at: sql`now()` })
-    .where("id", "=", id)
+    .where("id", "=", before.id)
     .returningAll()
     .executeTakeFirstOrThrow();
+  const now = windowKeysAt(Date.now());
+  await moveSpending(tx, spendingDeltas([{ before, after: updated }], now), now);
+  return updated;
 }
 
 /** What the card (a column or a value) has held by its pending authorizations: a scalar subquery. */
