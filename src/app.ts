@@ -34,6 +34,7 @@ import { registerCardRoutes } from "./modules/cards/routes.ts";
 import { registerCatalogRoutes } from "./modules/catalogs/routes.ts";
 import { registerClientRoutes } from "./modules/clients/routes.ts";
 import { registerSpendingControlRoutes } from "./modules/controls/routes.ts";
+import { registerDecisionRoutes } from "./modules/decisions/routes.ts";
 import { registerEventMetrics } from "./modules/events/metrics.ts";
 import { registerEventRoutes } from "./modules/events/routes.ts";
 import { registerKeyRoutes } from "./modules/keys/routes.ts";
@@ -143,6 +144,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerCardRoutes(app, ctx);
   registerPaymentRoutes(app, ctx);
   registerClientRoutes(app, ctx);
+  registerDecisionRoutes(app, ctx);
   registerCardholderRoutes(app, ctx);
   registerSandboxRoutes(app, ctx);
   registerEventRoutes(app, ctx);

@@ -66,6 +66,16 @@ export const errors = {
   authorizationNotFound: def(3801, 404, "Authorization not found"),
   networkMessageNotFound: def(3802, 404, "The original message is not known"),
   spendingControlNotFound: def(3803, 404, "Spending control not found"),
+  authorizationEndpointNotFound: def(
+    3810,
+    404,
+    "No authorization decision endpoint: you have none of your own and inherit none",
+  ),
+  ownAuthorizationEndpointNotFound: def(
+    3811,
+    404,
+    "You have no authorization decision endpoint of your own; one you inherit is your ancestor's to change",
+  ),
 
   // 4xxx: conflicts.
   idempotencyKeyReused: def(4001, 409, "This Idempotency-Key was used with a different request"),

@@ -224,6 +224,37 @@ export const limits = {
   tipToleranceMccs: ["5812", "5813", "5814"] as readonly string[],
   /** Card purchases: the tip a clearing may add on those MCCs, in percent of what was authorized. */
   tipTolerancePercent: 20,
+  /**
+   * The client's authorization decision endpoint: how long Emisor waits for its answer (DNS,
+   * connect, request and answer included), by default and within which bounds a client may set
+   * it. The network waits a few seconds for Emisor's own answer; 3 s leaves room for the rest.
+   */
+  authorizationDecisionTimeoutMsDefault: 1_500,
+  authorizationDecisionTimeoutMsMin: 100,
+  authorizationDecisionTimeoutMsMax: 3_000,
+  /** The answer's body, in bytes: 20 metadata entries at their longest fit, with room for escapes. */
+  authorizationDecisionAnswerBytesMax: 16 * 1024,
+  /** An answer's webhook-timestamp may be this far from Emisor's clock, in seconds. */
+  authorizationDecisionToleranceSeconds: 300,
+  /** The client's own decline reason (^[A-Z0-9_]+$), in characters. */
+  authorizationDecisionReasonLengthMax: 32,
+  /** Metadata an answer may carry: entries, and the characters of a key and of a value. */
+  authorizationDecisionMetadataEntriesMax: 20,
+  authorizationDecisionMetadataKeyLengthMax: 40,
+  authorizationDecisionMetadataValueLengthMax: 200,
+  /** Why a call stood in, as kept for the client (never the answer's body), in characters. */
+  authorizationDecisionDetailLengthMax: 200,
+  /**
+   * Connections kept open to one decision endpoint (host and port), at most; calls beyond them
+   * wait for one within their own timeout. An idle connection is closed after this many ms,
+   * below the 5 s after which common servers (Node's among them) close it themselves, so a call
+   * rarely picks a connection the server is closing.
+   */
+  authorizationDecisionSocketsPerHostMax: 64,
+  authorizationDecisionIdleSocketMs: 4_000,
+  /** After a rotation the previous decision endpoint secret keeps signing this long, and at most this many at once. */
+  authorizationEndpointSecretGraceHours: 24,
+  authorizationEndpointRetiredSecretsMax: 3,
   /** Card purchases: authorizations written together in one statement, at most. */
   authorizationBatchMax: 64,
   /** Spending controls on one product, client, cardholder or card, at most. */

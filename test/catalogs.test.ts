@@ -1,9 +1,11 @@
 // Proves the catalogs: one key named after each catalog, {key, value} items, the full state and
-// SPEI participant lists of domain-mx, and only statuses the card lifecycle uses.
+// SPEI participant lists of domain-mx, only statuses the card lifecycle uses, and the ISO 18245
+// merchant category codes and their groups as the domain module holds them, behind a token.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
-import { call, createTenant, expectOk, type Tenant } from "./helpers/api.ts";
+import { groupsOfMcc, mccDescription, mccGroupKeys, mccInGroup } from "../src/domain/mcc.ts";
+import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
 
 let t: TestApp;
@@ -68,4 +70,72 @@ test("gender, marital status, document type and card status", async () => {
     (await catalog("card_status")).map((i) => i.key),
     ["NOT_ASSIGNED", "NEED_ACTIVATION", "ACTIVE", "TEMPORARY_INACTIVE", "CANCELED"],
   );
+});
+
+type Mcc = { key: string; value: string; first: string; last: string; groups: string[] };
+type MccGroup = { key: string; value: string; codes: string[]; ranges: { first: string; last: string }[] };
+
+test("mcc: every code with its description and groups, brand-specific ranges as one entry each", async () => {
+  const { mcc } = expectOk(
+    await call<{ mcc: Mcc[] }>(t.app, "GET", "/v1/catalogs/mcc", { token: tenant.token }),
+  );
+  assert.ok(mcc.length > 250);
+  assert.equal(new Set(mcc.map((item) => item.key)).size, mcc.length);
+  for (const item of mcc) {
+    assert.deepEqual(Object.keys(item).sort(), ["first", "groups", "key", "last", "value"]);
+    assert.equal(item.key, item.first === item.last ? item.first : `${item.first}-${item.last}`);
+    // A range's codes share its description and its groups, code by code.
+    for (let n = Number(item.first); n <= Number(item.last); n++) {
+      const code = String(n).padStart(4, "0");
+      assert.equal(mccDescription(code), item.value, code);
+      assert.deepEqual(groupsOfMcc(code), item.groups, code);
+    }
+  }
+  const byKey = new Map(mcc.map((item) => [item.key, item]));
+  assert.deepEqual(byKey.get("5812")?.groups, ["restaurants"]);
+  assert.deepEqual(byKey.get("6011")?.groups, ["cash"]);
+  assert.deepEqual(byKey.get("3000-3299")?.groups, ["airlines", "travel"]);
+  assert.ok(byKey.has("3351-3441") && byKey.has("3501-3999"));
+});
+
+test("mcc_groups: each group's key, description, codes and ranges, as the authorization path reads them", async () => {
+  const { mcc_groups: groups } = expectOk(
+    await call<{ mcc_groups: MccGroup[] }>(t.app, "GET", "/v1/catalogs/mcc_groups", { token: tenant.token }),
+  );
+  assert.deepEqual(
+    groups.map((g) => g.key),
+    mccGroupKeys,
+  );
+  for (const group of groups) {
+    assert.deepEqual(Object.keys(group).sort(), ["codes", "key", "ranges", "value"]);
+    assert.ok(group.value.length > 0);
+    for (const code of group.codes) assert.ok(mccInGroup(code, group.key), `${code} in ${group.key}`);
+    for (const range of group.ranges) {
+      assert.ok(range.first < range.last);
+      assert.ok(mccInGroup(range.first, group.key) && mccInGroup(range.last, group.key));
+    }
+  }
+  const gambling = groups.find((g) => g.key === "gambling");
+  for (const code of ["7800", "7801", "7802", "7995", "9406"]) assert.ok(gambling?.codes.includes(code));
+  assert.deepEqual(groups.find((g) => g.key === "government")?.ranges, [{ first: "9211", last: "9405" }]);
+});
+
+test("mcc catalogs need a token, and the OpenAPI document shows an example of each", async () => {
+  for (const path of ["/v1/catalogs/mcc", "/v1/catalogs/mcc_groups"])
+    expectError(await call(t.app, "GET", path), 2001, 401);
+  const spec = (await t.app.inject({ url: "/openapi.json" })).json() as {
+    paths: Record<string, { get: { operationId: string; responses: Record<string, unknown> } }>;
+  };
+  for (const [path, name] of [
+    ["/v1/catalogs/mcc", "mcc"],
+    ["/v1/catalogs/mcc_groups", "mcc_groups"],
+  ] as const) {
+    const response = spec.paths[path]?.get.responses["200"] as {
+      content: {
+        "application/json": { schema: { properties: { data: { examples: Record<string, unknown[]>[] } } } };
+      };
+    };
+    const example = response.content["application/json"].schema.properties.data.examples[0];
+    assert.ok((example?.[name]?.length ?? 0) > 0, `${path} has no example`);
+  }
 });

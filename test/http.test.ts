@@ -656,7 +656,15 @@ test("the OpenAPI document states the headers the service sends and reads, where
   assert.deepEqual(headersOf("login", "200"), ["Authorization", "Cache-Control"]);
   assert.deepEqual(
     idsWith((o) => o.responses[200]?.headers?.["Cache-Control"] !== undefined),
-    ["createWebhook", "getCardSensitiveData", "getPublicKeys", "login", "rotateWebhookSecret"],
+    [
+      "createWebhook",
+      "getCardSensitiveData",
+      "getPublicKeys",
+      "login",
+      "putAuthorizationEndpoint",
+      "rotateAuthorizationEndpointSecret",
+      "rotateWebhookSecret",
+    ],
   );
   // 429 where the service answers it: login's limits and the rate-limited (money-moving) routes.
   assert.deepEqual(

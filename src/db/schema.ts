@@ -301,6 +301,21 @@ export interface WebhookEndpointsTable {
   updated_at: Timestamp;
 }
 
+export type StandIn = "APPROVE" | "DECLINE";
+
+/** One client's authorization decision endpoint (migration 0028); sub-clients inherit it. */
+export interface AuthorizationEndpointsTable {
+  client_id: string;
+  url: string;
+  timeout_ms: number;
+  stand_in: StandIn;
+  secret_sealed: string;
+  /** Secrets replaced by a rotation that still sign until their expiry, newest last. */
+  retired_secrets: ColumnType<RetiredSecret[], string | undefined, string>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 export interface WebhookDeliveriesTable {
   id: string;
   event_id: string;
@@ -522,6 +537,7 @@ export interface Schema {
   card_status_history: CardStatusHistoryTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  authorization_endpoints: AuthorizationEndpointsTable;
   collection_accounts: CollectionAccountsTable;
   transfer_operations: TransferOperationsTable;
   transfer_operation_days: TransferOperationDaysTable;

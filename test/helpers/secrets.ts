@@ -31,6 +31,8 @@ export const issuingRoutes: Record<string, SecretKind[]> = {
   "POST /v1/auth/login": ["token"],
   "POST /v1/webhooks": ["signing_secret"],
   "POST /v1/webhooks/:id/rotate_secret": ["signing_secret"],
+  "PUT /v1/clients/authorization_endpoint": ["signing_secret"],
+  "POST /v1/clients/authorization_endpoint/rotate_secret": ["signing_secret"],
 };
 
 const processSecrets: { kind: SecretKind; value: string }[] = [];

@@ -1,3 +1,5 @@
+import { groupsOfMcc, mccEntries, mccGroups } from "../../domain/mcc.ts";
+
 /**
  * The catalogs of the origin API (domain-mx §1, §5, §7). Request fields typed "catalog value"
  * are validated against the `key`s here; GET /v1/catalogs/<name> lists them.
@@ -219,3 +221,34 @@ export function catalogKeys(catalog: CatalogName): string[] {
 export function institutionByCode(code: string): InstitutionItem | undefined {
   return transferInstitutions.find((item) => item.key === code);
 }
+
+/** A merchant category code of GET /v1/catalogs/mcc: a code, or a range of brand-specific codes. */
+export interface MccItem extends CatalogItem {
+  /** The first and last code the entry covers: the code itself, or the range's ends. */
+  first: string;
+  last: string;
+  /** The keys of the MCC groups the entry's codes are in. */
+  groups: readonly string[];
+}
+
+/** The ISO 18245 catalog (src/domain/mcc.ts): a range's key is "first-last" (3000-3299). */
+export const mccItems: readonly MccItem[] = mccEntries.map((entry) => ({
+  key: entry.first === entry.last ? entry.first : `${entry.first}-${entry.last}`,
+  value: entry.description,
+  first: entry.first,
+  last: entry.last,
+  groups: groupsOfMcc(entry.first),
+}));
+
+export interface MccGroupItem extends CatalogItem {
+  codes: readonly string[];
+  ranges: readonly { first: string; last: string }[];
+}
+
+/** The named groups of GET /v1/catalogs/mcc_groups, by key, with their codes and ranges. */
+export const mccGroupItems: readonly MccGroupItem[] = mccGroups.map((group) => ({
+  key: group.key,
+  value: group.description,
+  codes: group.codes,
+  ranges: group.ranges,
+}));

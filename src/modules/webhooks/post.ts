@@ -1,7 +1,12 @@
 import type { LookupAddress } from "node:dns";
 import { lookup as dnsLookup } from "node:dns/promises";
-import { request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
+import {
+  type Agent as HttpAgent,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+} from "node:http";
+import { type Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
 import { isLocalHost } from "./url.ts";
 
@@ -85,5 +90,114 @@ export function post(
     );
     request.on("error", reject);
     request.end(options.body);
+  });
+}
+
+/** An answer read by `exchange`: its status and headers, and its body when the status is 2xx. */
+export interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The bytes as received for a 2xx; empty otherwise (not read: the connection is closed). */
+  body: Buffer;
+}
+
+/** An answer whose body is larger than its reader takes: it is not read further. */
+export class AnswerTooLarge extends Error {
+  readonly code = "EANSWERTOOLARGE";
+  constructor(readonly bytesMax: number) {
+    super(`the answer is larger than ${bytesMax} bytes`);
+  }
+}
+
+/** A kept-alive connection that failed before any answer: the server had closed it. */
+class StaleConnection extends Error {}
+
+export interface ExchangeOptions {
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
+  resolve: Resolve;
+  allowLocal: boolean;
+  answerBytesMax: number;
+  /** Keeps connections open between calls (they are made to checked addresses all the same). */
+  agent?: HttpAgent | HttpsAgent | undefined;
+}
+
+/**
+ * POSTs `body` and reads the answer, at most `answerBytesMax` bytes of it (AnswerTooLarge
+ * beyond), as `post` does otherwise: the name resolved once and checked, redirects not followed,
+ * `signal` ending it at any point (name lookup, connect, or the answer's body). A connection
+ * kept alive that the server closed while it sat idle fails before the request reaches the
+ * server, so the request is sent once more, on another connection.
+ */
+export async function exchange(url: string, options: ExchangeOptions): Promise<Answer> {
+  try {
+    return await exchangeOnce(url, options);
+  } catch (error) {
+    if (!(error instanceof StaleConnection) || options.signal.aborted) throw error;
+    return exchangeOnce(url, options);
+  }
+}
+
+function exchangeOnce(url: string, options: ExchangeOptions): Promise<Answer> {
+  const target = new URL(url);
+  const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const request = send(
+      target,
+      {
+        method: "POST",
+        headers: { ...options.headers, "content-length": String(Buffer.byteLength(options.body)) },
+        signal: options.signal,
+        lookup: pinnedLookup(options.resolve, options.allowLocal),
+        agent: options.agent ?? false,
+      },
+      (response) => {
+        answered = true;
+        const status = response.statusCode ?? 0;
+        if (status < 200 || status >= 300) {
+          response.destroy();
+          resolve({ status, headers: response.headers, body: Buffer.alloc(0) });
+          return;
+        }
+        readCapped(response, options.answerBytesMax).then(
+          (body) => resolve({ status, headers: response.headers, body }),
+          reject,
+        );
+      },
+    );
+    request.on("error", (error: NodeJS.ErrnoException) => {
+      const stale = !answered && request.reusedSocket && ["ECONNRESET", "EPIPE"].includes(error.code ?? "");
+      reject(stale ? new StaleConnection(error.message) : error);
+    });
+    request.end(options.body);
+  });
+}
+
+/** The response's body, refused (and the connection closed) once it passes `bytesMax`. */
+function readCapped(response: IncomingMessage, bytesMax: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    if (Number(response.headers["content-length"]) > bytesMax) {
+      response.destroy();
+      reject(new AnswerTooLarge(bytesMax));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    response.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > bytesMax) {
+        response.destroy();
+        reject(new AnswerTooLarge(bytesMax));
+      } else chunks.push(chunk);
+    });
+    response.on("end", () => resolve(Buffer.concat(chunks, size)));
+    response.on("error", reject);
+    // Closed before its end (the request was aborted, or the server went away): not an answer.
+    response.on("close", () => {
+      if (!response.complete)
+        reject(Object.assign(new Error("the answer ended early"), { code: "ECONNRESET" }));
+    });
   });
 }

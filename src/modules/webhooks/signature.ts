@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { limits } from "../../limits.ts";
 
 /**
@@ -40,4 +40,29 @@ export function signedHeaders(
     "webhook-timestamp": String(timestampSeconds),
     "webhook-signature": secrets.map((secret) => sign(secret, id, timestampSeconds, body)).join(" "),
   };
+}
+
+/**
+ * Whether `header` (a webhook-signature value: "v1,<Base64>" entries separated by spaces) holds
+ * the signature, under one of `secrets`, of "{id}.{timestamp}.{body}", with `body` the bytes as
+ * received (a signature is over bytes, and decoding them first would change what is compared).
+ * Compared in constant time; a malformed entry is ignored, as a receiver of webhooks ignores it.
+ */
+export function hasValidSignature(
+  secrets: readonly string[],
+  signed: { id: string; timestamp: string; body: Buffer | string },
+  header: string,
+): boolean {
+  const expected = secrets.map((secret) =>
+    createHmac("sha256", keyOf(secret))
+      .update(`${signed.id}.${signed.timestamp}.`)
+      .update(signed.body)
+      .digest(),
+  );
+  return header.split(" ").some((entry) => {
+    const comma = entry.indexOf(",");
+    if (comma < 0 || entry.slice(0, comma) !== "v1") return false;
+    const given = Buffer.from(entry.slice(comma + 1), "base64");
+    return expected.some((mac) => given.length === mac.length && timingSafeEqual(given, mac));
+  });
 }
