@@ -257,6 +257,8 @@ export const limits = {
   authorizationEndpointRetiredSecretsMax: 3,
   /** Card purchases: authorizations written together in one statement, at most. */
   authorizationBatchMax: 64,
+  /** Card purchases: wrong CVV2s in a row that raise the event card.cvv_failures. */
+  cvvFailuresForEvent: 3,
   /** Spending controls on one product, client, cardholder or card, at most. */
   spendingControlsPerTargetMax: 50,
   /** Spending controls: codes or countries in one list, at most. */

@@ -3,8 +3,11 @@
 // and the events reach a webhook receiver signed as the README says.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { sql } from "kysely";
 import { encryptFor } from "../src/crypto/rsa.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
+import { expirationOf } from "../src/modules/cards/expiry.ts";
+import { cardVerificationValue } from "../src/modules/cards/sensitive.ts";
 import { eventTypes } from "../src/modules/events/outbox.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import type { WebhookWorker } from "../src/modules/webhooks/worker.ts";
@@ -333,6 +336,30 @@ test("every event type: written with its change, shaped like the API's answer, d
   record(
     await oneEvent("card_transaction.created", root.clientId, async () => {
       await simulate(`authorizations/${authorizationId}/clear`, {});
+    }),
+    undefined,
+  );
+  // Three wrong CVV2s in a row on the card.
+  const { expires_on } = await t.ctx.db
+    .selectFrom("cards")
+    .select(sql<string>`expires_on::text`.as("expires_on"))
+    .where("id", "=", cardId)
+    .executeTakeFirstOrThrow();
+  const cvv = cardVerificationValue(t.ctx.keys.cvv, await panOf(t, cardId), expirationOf(expires_on));
+  const wrongCvv = cvv === "000" ? "001" : "000";
+  record(
+    await oneEvent("card.cvv_failures", root.clientId, async () => {
+      for (let i = 0; i < 3; i++)
+        await call(t.app, "POST", "/v1/sandbox/cards/authorizations", {
+          token: root.token,
+          body: {
+            card_id: cardId,
+            amount: 1,
+            merchant: shop,
+            channel: "ECOMMERCE",
+            cvv2: encryptFor(t.ctx.systemKey.publicKeyPem, wrongCvv),
+          },
+        });
     }),
     undefined,
   );

@@ -17,6 +17,7 @@ export const redactedPaths = [
   "*.pin",
   "*.card_number",
   "*.cvv",
+  "*.cvv2",
   "*.pan",
   "*.token",
   "*.private_key",

@@ -23,18 +23,21 @@ import { activeOrThrow, cardOrThrow, presentCard } from "./service.ts";
  */
 const pvvScheme = "pvv1$";
 
-function pinMac(ctx: AppContext, cardId: string, pin: string): Buffer {
+/** What checking a PIN needs: the database, the PIN key, the system key that ciphers PINs. */
+export type PinDeps = Pick<AppContext, "db" | "keys" | "systemKey">;
+
+function pinMac(ctx: Pick<AppContext, "keys">, cardId: string, pin: string): Buffer {
   return createHmac("sha256", ctx.keys.pin).update(`${cardId}:${pin}`).digest();
 }
 
 /** The value stored for a card's PIN. */
-export function pinVerificationValue(ctx: AppContext, cardId: string, pin: string): string {
+export function pinVerificationValue(ctx: Pick<AppContext, "keys">, cardId: string, pin: string): string {
   return pvvScheme + pinMac(ctx, cardId, pin).toString("base64");
 }
 
 /** Whether `pin` is the card's PIN, and whether its stored value must be replaced (scrypt). */
 async function checkPin(
-  ctx: AppContext,
+  ctx: Pick<AppContext, "keys">,
   cardId: string,
   pin: string,
   stored: string,
@@ -49,7 +52,7 @@ async function checkPin(
 }
 
 /** Reads a PIN: 4-6 digits, in clear where allowed, or ciphered under the system key. */
-export async function readPin(ctx: AppContext, text: string, allowClear: boolean): Promise<string> {
+export async function readPin(ctx: Pick<AppContext, "systemKey">, text: string, allowClear: boolean): Promise<string> {
   // Digits alone are a PIN in clear, whatever their number (a ciphertext is hundreds of Base64
   // characters): a 7-digit PIN is "must be 4-6 digits", not "could not be deciphered".
   const clear = /^[0-9]{1,64}$/.test(text);
@@ -99,8 +102,13 @@ type PinCard = Pick<CardRecord, "id" | "pin_hash" | "pin_failed_attempts" | "pin
  * PIN changed or locked meanwhile is read again and checked against what is stored now. Answers
  * the value stored for the PIN once it checked, which a spending may require to be unchanged.
  */
-export async function verifyPin(ctx: AppContext, card: PinCard, pinText: string): Promise<string> {
-  const pin = await readPin(ctx, pinText, true);
+export async function verifyPin(
+  ctx: PinDeps,
+  card: PinCard,
+  pinText: string,
+  allowClear = true,
+): Promise<string> {
+  const pin = await readPin(ctx, pinText, allowClear);
   // Each pass that finds the value changed follows another request that set or locked the PIN,
   // so the loop ends as soon as the owner stops changing it.
   for (let current = card; ; current = await readPinState(ctx.db, card.id)) {
@@ -129,7 +137,7 @@ async function readPinState(db: Queryable, cardId: string): Promise<PinCard> {
  * scrypt value, given `rekeyPin`); a wrong one counts, locking at the bound.
  */
 async function recordPinCheck(
-  ctx: AppContext,
+  ctx: PinDeps,
   card: PinCard,
   checked: string,
   match: boolean,

@@ -17,6 +17,7 @@ export const eventTypes = [
   "card.assigned",
   "card.activated",
   "card.status_changed",
+  "card.cvv_failures",
   "card.payment",
   "card.payment.received",
   "card.unloaded",

@@ -2,7 +2,7 @@ import { randomInt } from "node:crypto";
 import type { Tx } from "../../db/database.ts";
 import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
-import { isExpired } from "../cards/expiry.ts";
+import { expirationOf, isExpired } from "../cards/expiry.ts";
 import { controlOf, controlsOfCard, controlsOnTargets, targetsOf } from "../controls/repository.ts";
 import {
   type Control,
@@ -90,12 +90,13 @@ export function cardDeclineReason(card: repo.CardState): DeclineReason | null {
  */
 export function decide(
   card: repo.CardState,
-  message: Pick<CardMessage, "amountCents" | "partialAllowed" | "channel" | "merchant">,
+  message: Pick<CardMessage, "amountCents" | "partialAllowed" | "channel" | "merchant" | "expiration">,
   context: DecisionContext = noControls,
 ): { reason: DeclineReason | null; approved: bigint } {
   const asked = message.amountCents ?? 0n;
   const reason =
     cardDeclineReason(card) ??
+    expiryDecline(card, message) ??
     context.verification ??
     controlDecline(context.controls, purchaseOf(message), context.spending);
   if (reason !== null) return { reason, approved: 0n };
@@ -103,6 +104,12 @@ export function decide(
   if (asked <= available) return { reason: null, approved: asked };
   if (message.partialAllowed && available > 0n) return { reason: null, approved: available };
   return { reason: "INSUFFICIENT_FUNDS", approved: 0n };
+}
+
+/** The expiry the cardholder gave (MMYY), when the network sent it, against the card's. */
+function expiryDecline(card: repo.CardState, message: Pick<CardMessage, "expiration">): "INCORRECT_EXPIRY" | null {
+  if (message.expiration === undefined) return null;
+  return message.expiration === expirationOf(card.expires_on).replace("/", "") ? null : "INCORRECT_EXPIRY";
 }
 
 export function authorizationCode(): string {

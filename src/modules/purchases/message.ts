@@ -23,7 +23,12 @@ export interface CardMessage {
   partialAllowed: boolean;
   isFinal: boolean;
   fileId?: string | undefined;
-  /** An AUTHORIZATION's card verification (CVV2, expiry, PIN) that failed before it was decided. */
+  /** An AUTHORIZATION's card expiry as the network gives it (MMYY), checked against the card. */
+  expiration?: string | undefined;
+  /** Its CVV2 and PIN, ciphered under the system key, checked before it is decided. */
+  cvv2?: string | undefined;
+  pin?: string | undefined;
+  /** An AUTHORIZATION's card verification (CVV2, PIN) that failed before it was decided. */
   verification?: VerificationDecline | null | undefined;
 }
 

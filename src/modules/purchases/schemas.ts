@@ -65,6 +65,28 @@ export const CardMessageBody = Type.Object(
         description: "CLEARING: false keeps the rest of the hold for a later clearing (split shipment)",
       }),
     ),
+    expiration: Type.Optional(
+      Type.String({
+        pattern: "^(0[1-9]|1[0-2])[0-9]{2}$",
+        "x-message": "must be MMYY",
+        description:
+          "AUTHORIZATION: the card's expiry as the cardholder gave it, MMYY (card-not-present networks send it), checked when sent",
+      }),
+    ),
+    cvv2: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: limits.cipherTextLengthMax,
+        description: "AUTHORIZATION, card not present: the CVV2 ciphered with RSA-OAEP-SHA256 under the system public key",
+      }),
+    ),
+    pin: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: limits.cipherTextLengthMax,
+        description: "AUTHORIZATION at a terminal: the PIN ciphered with RSA-OAEP-SHA256 under the system public key",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -144,6 +166,19 @@ export const SandboxAuthorizationBody = Type.Object(
     merchant: SandboxMerchant,
     channel: Type.Optional(Type.Enum([...channels])),
     partial_allowed: Type.Optional(Type.Boolean()),
+    expiration: Type.Optional(
+      Type.String({
+        pattern: "^(0[1-9]|1[0-2])[0-9]{2}$",
+        "x-message": "must be MMYY",
+        description: "MMYY as the cardholder gave it; card not present, the card's own when absent",
+      }),
+    ),
+    cvv2: Type.Optional(
+      Type.String({ minLength: 1, maxLength: limits.cipherTextLengthMax, description: "Ciphered under the system key" }),
+    ),
+    pin: Type.Optional(
+      Type.String({ minLength: 1, maxLength: limits.cipherTextLengthMax, description: "Ciphered under the system key" }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -152,6 +152,7 @@ export async function messageOf(
     throw invalidField("card_id", "required", `card_id or card_number is required for ${body.type}`);
   if ((body.type === "CLEARING" || body.type === "RETURN") && !body.authorization_id && !body.merchant)
     throw invalidField("merchant", "required", `is required for a ${body.type} naming no authorization`);
+  checkVerificationFields(body);
   const currency = body.currency ?? "484";
   if (currency !== "484" && body.billing_amount === undefined && body.amount !== undefined)
     throw invalidField("billing_amount", "required", "is required when currency is not 484");
@@ -174,7 +175,17 @@ export async function messageOf(
     partialAllowed: body.partial_allowed ?? false,
     isFinal: body.is_final ?? true,
     fileId,
+    expiration: body.expiration,
+    cvv2: body.cvv2,
+    pin: body.pin,
   };
+}
+
+/** The card's verification (expiry, CVV2, PIN) travels on authorizations only. */
+function checkVerificationFields(body: CardMessageBodyType): void {
+  if (body.type === "AUTHORIZATION") return;
+  for (const field of ["expiration", "cvv2", "pin"] as const)
+    if (body[field] !== undefined) throw invalidField(field, "type", `is not a field of ${body.type}`);
 }
 
 /** The settings purchases take from the configuration. */

@@ -5,6 +5,7 @@ import type { Caller } from "../../http/caller.ts";
 import type { IdempotencyScope } from "../../idempotency/store.ts";
 import { parsePesos } from "../../ledger/money.ts";
 import { limits } from "../../limits.ts";
+import { expirationOf } from "../cards/expiry.ts";
 import { cardOrThrow } from "../cards/service.ts";
 import type { CardMessage } from "../purchases/message.ts";
 import * as purchases from "../purchases/repository.ts";
@@ -35,6 +36,9 @@ export interface SimulatedPurchase {
   channel?: string | undefined;
   partial_allowed?: boolean | undefined;
   is_final?: boolean | undefined;
+  expiration?: string | undefined;
+  cvv2?: string | undefined;
+  pin?: string | undefined;
 }
 
 /** Runs one simulated message, after checking that its card or authorization is the caller's. */
@@ -45,7 +49,7 @@ export async function simulateCardMessage(
   input: SimulatedPurchase,
   idempotency: IdempotencyScope | undefined,
 ): Promise<Processed> {
-  if (input.card_id) await cardOrThrow(ctx.db, caller, { id: input.card_id });
+  const card = input.card_id ? await cardOrThrow(ctx.db, caller, { id: input.card_id }) : undefined;
   if (input.authorization_id) {
     const found = await purchases.findAuthorizationInScope(ctx.db, caller.clientId, input.authorization_id);
     if (!found) throw new AppError(errors.authorizationNotFound);
@@ -63,6 +67,14 @@ export async function simulateCardMessage(
     channel: input.channel ?? "POS_CHIP",
     partialAllowed: input.partial_allowed ?? false,
     isFinal: input.is_final ?? true,
+    // As a network gives it: the cardholder's expiry card not present, unless the call gives one.
+    expiration:
+      input.expiration ??
+      (card && ["ECOMMERCE", "MANUAL"].includes(input.channel ?? "")
+        ? expirationOf(card.expires_on).replace("/", "")
+        : undefined),
+    cvv2: input.cvv2,
+    pin: input.pin,
   };
   return ctx.cardMessages.process(message);
 }
