@@ -93,9 +93,12 @@ export async function createContext(
     cardCache: new CardCache(),
     paymentCounters: counters,
     cardholderLookups: new CardholderLookups(database.db),
-    cardMessages: new CardMessages({ db: database.db, keys, systemKey }, {
-      holdDays: config.holdDays,
-      lodgingHoldDays: config.lodgingHoldDays,
-    }),
+    cardMessages: new CardMessages(
+      { db: database.db, keys, systemKey },
+      {
+        holdDays: config.holdDays,
+        lodgingHoldDays: config.lodgingHoldDays,
+      },
+    ),
   };
 }

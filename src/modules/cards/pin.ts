@@ -52,7 +52,11 @@ async function checkPin(
 }
 
 /** Reads a PIN: 4-6 digits, in clear where allowed, or ciphered under the system key. */
-export async function readPin(ctx: Pick<AppContext, "systemKey">, text: string, allowClear: boolean): Promise<string> {
+export async function readPin(
+  ctx: Pick<AppContext, "systemKey">,
+  text: string,
+  allowClear: boolean,
+): Promise<string> {
   // Digits alone are a PIN in clear, whatever their number (a ciphertext is hundreds of Base64
   // characters): a 7-digit PIN is "must be 4-6 digits", not "could not be deciphered".
   const clear = /^[0-9]{1,64}$/.test(text);

@@ -107,7 +107,10 @@ export function decide(
 }
 
 /** The expiry the cardholder gave (MMYY), when the network sent it, against the card's. */
-function expiryDecline(card: repo.CardState, message: Pick<CardMessage, "expiration">): "INCORRECT_EXPIRY" | null {
+function expiryDecline(
+  card: repo.CardState,
+  message: Pick<CardMessage, "expiration">,
+): "INCORRECT_EXPIRY" | null {
   if (message.expiration === undefined) return null;
   return message.expiration === expirationOf(card.expires_on).replace("/", "") ? null : "INCORRECT_EXPIRY";
 }

@@ -77,14 +77,16 @@ export const CardMessageBody = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: limits.cipherTextLengthMax,
-        description: "AUTHORIZATION, card not present: the CVV2 ciphered with RSA-OAEP-SHA256 under the system public key",
+        description:
+          "AUTHORIZATION, card not present: the CVV2 ciphered with RSA-OAEP-SHA256 under the system public key",
       }),
     ),
     pin: Type.Optional(
       Type.String({
         minLength: 1,
         maxLength: limits.cipherTextLengthMax,
-        description: "AUTHORIZATION at a terminal: the PIN ciphered with RSA-OAEP-SHA256 under the system public key",
+        description:
+          "AUTHORIZATION at a terminal: the PIN ciphered with RSA-OAEP-SHA256 under the system public key",
       }),
     ),
   },
@@ -174,10 +176,18 @@ export const SandboxAuthorizationBody = Type.Object(
       }),
     ),
     cvv2: Type.Optional(
-      Type.String({ minLength: 1, maxLength: limits.cipherTextLengthMax, description: "Ciphered under the system key" }),
+      Type.String({
+        minLength: 1,
+        maxLength: limits.cipherTextLengthMax,
+        description: "Ciphered under the system key",
+      }),
     ),
     pin: Type.Optional(
-      Type.String({ minLength: 1, maxLength: limits.cipherTextLengthMax, description: "Ciphered under the system key" }),
+      Type.String({
+        minLength: 1,
+        maxLength: limits.cipherTextLengthMax,
+        description: "Ciphered under the system key",
+      }),
     ),
   },
   { additionalProperties: false },
