@@ -134,6 +134,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   metrics.registerMetric(ctx.paymentCounters.payments);
   metrics.registerMetric(ctx.cardMessages.counters.messages);
   metrics.registerMetric(ctx.cardMessages.counters.batches);
+  metrics.registerMetric(ctx.cardMessages.counters.decisionCalls);
+  metrics.registerMetric(ctx.cardMessages.counters.decisionSeconds);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
 

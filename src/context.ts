@@ -94,7 +94,7 @@ export async function createContext(
     paymentCounters: counters,
     cardholderLookups: new CardholderLookups(database.db),
     cardMessages: new CardMessages(
-      { db: database.db, keys, systemKey },
+      { db: database.db, keys, systemKey, sandbox: config.sandbox },
       {
         holdDays: config.holdDays,
         lodgingHoldDays: config.lodgingHoldDays,

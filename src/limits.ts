@@ -230,6 +230,17 @@ export const limits = {
    * it. The network waits a few seconds for Emisor's own answer; 3 s leaves room for the rest.
    */
   authorizationDecisionTimeoutMsDefault: 1_500,
+  /**
+   * Beyond the longest call, before a decision still AWAITING is taken for abandoned (its process
+   * stopped) and its stand-in applied.
+   */
+  authorizationDecisionGraceMs: 2_000,
+  /** How often a repeated message waits for its first's decision to be recorded. */
+  authorizationDecisionPollMs: 25,
+  /** How long a process keeps a client's decision endpoint before reading it again. */
+  authorizationEndpointMemoryMs: 1_000,
+  /** Clients whose decision endpoint a process keeps. */
+  authorizationEndpointMemoryClients: 10_000,
   authorizationDecisionTimeoutMsMin: 100,
   authorizationDecisionTimeoutMsMax: 3_000,
   /** The answer's body, in bytes: 20 metadata entries at their longest fit, with room for escapes. */

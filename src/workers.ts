@@ -2,18 +2,20 @@ import type { AppContext } from "./context.ts";
 import { purgeIdempotencyKeys } from "./idempotency/store.ts";
 import { limits } from "./limits.ts";
 import { processPendingTopups } from "./modules/airtime/worker.ts";
+import { recoverAbandonedDecisions } from "./modules/purchases/decision-recovery.ts";
 import { expireHolds, repayOwingCards } from "./modules/purchases/expiry.ts";
 import { purchaseSettings } from "./modules/purchases/service.ts";
 import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";
 
 /**
  * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher, the airtime
- * recovery, the release of expired card holds, the repayment of what cards owe and the purge of
- * expired idempotency keys. Each is a loop of passes; a pass that found a full batch runs again at
+ * recovery, the release of expired card holds, the stand-in of client decisions whose process
+ * stopped, the repayment of what cards owe and the purge of expired idempotency keys. Each is a loop of passes; a pass that found a full batch runs again at
  * once, an idle one waits (`railPollIntervalMs` for the rails and cards,
  * `idempotencyPurgeIntervalMs` for the purge). The rail passes claim their work with FOR UPDATE
  * SKIP LOCKED, and the card passes are safe twice over (an expiry is a message with its own id, a
- * repayment moves what is owed under the card's lock), so any number of processes can run them on
+ * repayment moves what is owed under the card's lock, a stand-in records only a decision still
+ * AWAITING), so any number of processes can run them on
  * one database. stop() waits for the pass in flight.
  */
 export interface Workers {
@@ -39,6 +41,10 @@ export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
       log,
     ),
     loop("hold-expiry", () => expireHolds(ctx.db, purchaseSettings(ctx), limits.holdExpiryBatch), log, {
+      batch: limits.holdExpiryBatch,
+      idleMs: limits.railPollIntervalMs,
+    }),
+    loop("decision-recovery", () => recoverAbandonedDecisions(ctx.db, limits.holdExpiryBatch), log, {
       batch: limits.holdExpiryBatch,
       idleMs: limits.railPollIntervalMs,
     }),

@@ -490,7 +490,16 @@ export interface CardAuthorizationsTable {
   expires_at: NullableTimestamp;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** The client's real-time decision (migration 0027): null when no endpoint was asked. */
+  decision: ColumnType<
+    AuthorizationDecision | null,
+    AuthorizationDecision | null | undefined,
+    AuthorizationDecision | null
+  >;
+  decision_metadata: ColumnType<unknown, string | null | undefined, string | null>;
 }
+
+export type AuthorizationDecision = "AWAITING" | "ANSWERED" | "STOOD_IN";
 
 /** A processor's message (or an expiry), with the answer it was given (migration 0024). */
 export interface CardNetworkMessagesTable {

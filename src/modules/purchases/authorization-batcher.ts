@@ -9,7 +9,7 @@ import { BoundedMap } from "../shared/bounded-map.ts";
 import { cardKeyOf, type PlannedBatch, planBatch } from "./authorization-plan.ts";
 import * as batchRepo from "./batch-repository.ts";
 import type { CardMessage, PurchaseSettings } from "./message.ts";
-import { type MessageAnswer, type Processed, processMessage } from "./service.ts";
+import { type MessageAnswer, type Processed, processMessage, undecidedAnswer } from "./service.ts";
 import { spendingCopy } from "./spending.ts";
 
 export type AuthorizationBatchForm = "at_once" | "reread" | "one_by_one";
@@ -64,6 +64,11 @@ export class AuthorizationBatcher {
     return lane.submit(message);
   }
 
+  /** Keeps an answer given here (one the client decided) for the network's repeats. */
+  rememberAnswer(answer: MessageAnswer): void {
+    this.#answers.set(answer.message_id, answer);
+  }
+
   /** Forgets what this process knows of a card, after it moved the card's money another way. */
   forgetCard(cardId: string): void {
     const card = this.#cards.get(cardId);
@@ -99,7 +104,9 @@ export class AuthorizationBatcher {
     );
     const rest = planned.filter((queued) => {
       const stored = answered.get(queued.item.messageId);
-      if (stored !== undefined) queued.resolve({ answer: stored as MessageAnswer, replayed: true });
+      if (stored === null)
+        queued.resolve({ answer: undecidedAnswer(queued.item), replayed: true, undecided: true });
+      else if (stored !== undefined) queued.resolve({ answer: stored as MessageAnswer, replayed: true });
       return stored === undefined;
     });
     if (rest.length === 0) return;
@@ -137,7 +144,7 @@ export class AuthorizationBatcher {
     if (!reread) this.#observe("at_once");
     planned.forEach((queued, i) => {
       const answer = plan.answers[i];
-      if (answer) queued.resolve({ answer, replayed: false });
+      if (answer) queued.resolve({ answer, replayed: false, awaiting: plan.awaiting.get(i) });
       else queued.reject(new Error("no answer planned for an authorization"));
     });
     return true;
@@ -147,12 +154,16 @@ export class AuthorizationBatcher {
   async #plan(messages: CardMessage[], states: CardStates, now: WindowKeys): Promise<PlannedBatch> {
     const cards = copies(states, now);
     const distinct = [...new Map([...cards.values()].map((card) => [card.id, card])).values()];
-    const controls = await this.#controls.controlsFor(this.#db, distinct);
+    const [controls, endpoints] = await Promise.all([
+      this.#controls.controlsFor(this.#db, distinct),
+      this.#settings.endpoints?.forClients(distinct.map((card) => card.client_id)) ?? new Map(),
+    ]);
     return planBatch(messages, cards, {
       settings: this.#settings,
       controls,
       now,
       generation: this.#controls.generation,
+      endpoints,
     });
   }
 
@@ -198,7 +209,10 @@ export class AuthorizationBatcher {
       this.#cards.set(card.id, card);
       this.#cards.set(card.pan_fingerprint, card);
     }
-    for (const answer of plan.answers) this.#answers.set(answer.message_id, answer);
+    // An answer the client has yet to decide on is not the answer: its repeats find the message row.
+    plan.answers.forEach((answer, i) => {
+      if (!plan.awaiting.has(i)) this.#answers.set(answer.message_id, answer);
+    });
   }
 
   #forgetKey(key: string): void {

@@ -2,10 +2,12 @@ import { postingShardOf, systemAccounts } from "../../ledger/accounts.ts";
 import { timeOrderedUuid } from "../../ledger/ids.ts";
 import { type Control, countsSpending } from "../controls/rules.ts";
 import type { WindowKeys } from "../controls/windows.ts";
+import type { EffectiveEndpoint } from "../decisions/service.ts";
 import { outboxRow } from "../events/outbox.ts";
 import { authorizationCode, decide } from "./authorize.ts";
 import type * as batchRepo from "./batch-repository.ts";
 import { spendable } from "./card-money.ts";
+import { type AwaitingDecision, awaitingOf } from "./decisions.ts";
 import { authorizationEvent, type CardMessage, holdDaysFor, type PurchaseSettings } from "./message.ts";
 import type { AuthorizationRow } from "./repository.ts";
 import type { MessageAnswer } from "./service.ts";
@@ -28,6 +30,8 @@ export interface PlannedBatch {
   declinedCards: Set<string>;
   /** Each card decided on, by id, as the batch leaves it. */
   decided: Map<string, batchRepo.BatchCard>;
+  /** By message index: approvals the card's client decides on, once the batch committed. */
+  awaiting: Map<number, AwaitingDecision>;
 }
 
 export interface PlanInputs {
@@ -38,6 +42,8 @@ export interface PlanInputs {
   now: WindowKeys;
   /** The controls' generation they were read at: the statement requires it unchanged. */
   generation: bigint;
+  /** The decision endpoint of each card's client that has one (its own or inherited). */
+  endpoints: ReadonlyMap<string, EffectiveEndpoint>;
 }
 
 export function planBatch(
@@ -59,7 +65,8 @@ export function planBatch(
   const decidedOn = new Map<string, batchRepo.CardAsDecided>();
   const decided = new Map<string, batchRepo.BatchCard>();
   const declinedCards = new Set<string>();
-  const answers = messages.map((message) => {
+  const awaiting = new Map<number, AwaitingDecision>();
+  const answers = messages.map((message, index) => {
     const card = cards.get(cardKeyOf(message));
     if (!card) return planUnknownCard(batch, message);
     const controls = inputs.controls.get(card.id) ?? [];
@@ -69,13 +76,15 @@ export function planBatch(
         batch.spending.expected.set(card.id, spendingCopy(card.spending, inputs.now));
     }
     decided.set(card.id, card);
-    const planned = planOne(batch, message, card, { shard, settings: inputs.settings, controls });
+    const endpoint = inputs.endpoints.get(card.client_id);
+    const planned = planOne(batch, message, card, { shard, settings: inputs.settings, controls, endpoint });
+    if (planned.awaiting) awaiting.set(index, planned.awaiting);
     if (planned.answer.result === "DECLINED") declinedCards.add(card.id);
     return planned.answer;
   });
   batch.cards = [...decidedOn.values()];
   batch.spending.deltas = spendingOfBatch(batch.authorizations);
-  return { batch, answers, declinedCards, decided };
+  return { batch, answers, declinedCards, decided, awaiting };
 }
 
 /** What the statement must still find of a card for the batch's decisions to stand. */
@@ -118,8 +127,13 @@ function planOne(
   batch: batchRepo.AuthorizationBatch,
   message: CardMessage,
   card: batchRepo.BatchCard,
-  where: { shard: string; settings: PurchaseSettings; controls: readonly Control[] },
-): { answer: MessageAnswer } {
+  where: {
+    shard: string;
+    settings: PurchaseSettings;
+    controls: readonly Control[];
+    endpoint: EffectiveEndpoint | undefined;
+  },
+): { answer: MessageAnswer; awaiting?: AwaitingDecision } {
   const asked = message.amountCents ?? 0n;
   const { reason, approved } = decide(card, message, {
     controls: where.controls,
@@ -127,7 +141,10 @@ function planOne(
     verification: message.verification,
   });
   const status = reason !== null ? "DECLINED" : approved > 0n ? "PENDING" : "VOIDED";
-  const row = authorizationRow(message, card, { status, reason, approved, ...where });
+  // The client decides what Emisor approved (a hold); the hold is taken first, so the balance
+  // cannot be spent twice while it decides.
+  const asks = status === "PENDING" && where.endpoint !== undefined;
+  const row = authorizationRow(message, card, { status, reason, approved, ...where, awaiting: asks });
   let entryId: string | null = null;
   if (status === "PENDING") {
     entryId = timeOrderedUuid();
@@ -147,11 +164,9 @@ function planOne(
     addSpend(card.spending, approved);
   }
   batch.authorizations.push(row);
-  batch.events.push(
-    outboxRow(
-      authorizationEvent("card_authorization.created", { ...row, force_post: false, cleared_cents: 0n }),
-    ),
-  );
+  const full = { ...row, force_post: false, cleared_cents: 0n, decision_metadata: null };
+  // An authorization the client is asked about is created (its event) once it decided.
+  if (!asks) batch.events.push(outboxRow(authorizationEvent("card_authorization.created", full)));
   const answer = answerOf(message, {
     result: reason === null ? "APPROVED" : "DECLINED",
     reason,
@@ -159,8 +174,10 @@ function planOne(
     row,
     card,
   });
-  batch.messages.push(messageRow(message, card, row.id, reason === null ? approved : asked, entryId, answer));
-  return { answer };
+  const amount = reason === null ? approved : asked;
+  batch.messages.push(messageRow(message, card, row.id, amount, entryId, asks ? null : answer));
+  if (!asks || !where.endpoint) return { answer };
+  return { answer, awaiting: awaitingOf(message, card, full, answer, where.endpoint) };
 }
 
 function authorizationRow(
@@ -172,6 +189,7 @@ function authorizationRow(
     approved: bigint;
     shard: string;
     settings: PurchaseSettings;
+    awaiting: boolean;
   },
 ): batchRepo.BatchAuthorization {
   const now = new Date();
@@ -197,6 +215,7 @@ function authorizationRow(
     expires_at: pending ? new Date(now.getTime() + days * 86_400_000) : null,
     created_at: now,
     updated_at: now,
+    decision: decision.awaiting ? "AWAITING" : null,
   };
 }
 
@@ -233,7 +252,7 @@ function messageRow(
   authorizationId: string | null,
   amountCents: bigint,
   entryId: string | null,
-  answer: MessageAnswer,
+  answer: MessageAnswer | null,
 ): batchRepo.MessageRow {
   return {
     messageId: message.messageId,

@@ -141,7 +141,10 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
       events: [authorizationEvent("card_authorization.created", declined)],
     };
   }
-  const held = await holdOnCard(tx, message, card, approved, settings);
+  // The client decides what Emisor approved; the hold is taken first, so nothing spends it twice.
+  const endpoint =
+    approved > 0n ? (await settings.endpoints?.forClients([card.client_id]))?.get(card.client_id) : undefined;
+  const held = await holdOnCard(tx, message, card, approved, settings, endpoint !== undefined);
   return {
     result: "APPROVED",
     amountCents: approved,
@@ -149,7 +152,16 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
     card,
     authorization: held.authorization,
     entryId: held.entryId,
-    events: [authorizationEvent("card_authorization.created", held.authorization)],
+    // Created (its event) once the client decided.
+    events: endpoint ? [] : [authorizationEvent("card_authorization.created", held.authorization)],
+    awaiting: endpoint
+      ? {
+          authorization: held.authorization,
+          messageId: message.messageId,
+          cardholderId: card.cardholder_id,
+          endpoint,
+        }
+      : undefined,
   };
 }
 
@@ -189,6 +201,7 @@ export async function holdOnCard(
   card: repo.CardState,
   amount: bigint,
   settings: PurchaseSettings,
+  awaiting = false,
 ): Promise<{ authorization: repo.AuthorizationRow; entryId: string | null }> {
   const id = timeOrderedUuid();
   const shard = postingShardOf(systemAccounts.cardHolds);
@@ -209,6 +222,7 @@ export async function holdOnCard(
     held: amount,
     shard,
     expiresAt: amount > 0n ? new Date(Date.now() + days * 86_400_000) : null,
+    decision: awaiting ? "AWAITING" : null,
   });
   return { authorization, entryId };
 }
@@ -224,6 +238,7 @@ async function newAuthorization(
     held: bigint;
     shard?: string;
     expiresAt?: Date | null;
+    decision?: "AWAITING" | null;
   },
 ): Promise<repo.AuthorizationRow> {
   return repo.insertAuthorization(tx, {
@@ -246,6 +261,7 @@ async function newAuthorization(
     mcc: message.merchant?.mcc ?? "0000",
     hold_account_id: state.shard ?? null,
     expires_at: state.expiresAt ?? null,
+    decision: state.decision ?? null,
   });
 }
 

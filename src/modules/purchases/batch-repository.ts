@@ -73,7 +73,10 @@ export interface CardAsDecided {
   owedCents: bigint;
 }
 
-export type BatchAuthorization = Omit<AuthorizationRow, "force_post" | "cleared_cents">;
+export type BatchAuthorization = Omit<
+  AuthorizationRow,
+  "force_post" | "cleared_cents" | "decision" | "decision_metadata"
+> & { decision: AuthorizationRow["decision"] };
 
 export interface AuthorizationBatch {
   /** Every card the batch decided on, as it was decided on. */
@@ -120,7 +123,7 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
     authorizations as (
       insert into card_authorizations (id, card_id, client_id, status, currency, merchant_amount,
         requested_cents, authorized_cents, held_cents, authorization_code, decline_reason, channel,
-        partial_allowed, merchant, mcc, hold_account_id, expires_at, created_at, updated_at)
+        partial_allowed, merchant, mcc, hold_account_id, expires_at, created_at, updated_at, decision)
       select * from unnest(${a.map((x) => x.id)}::uuid[], ${a.map((x) => x.card_id)}::uuid[],
         ${a.map((x) => x.client_id)}::uuid[], ${a.map((x) => x.status)}::text[], ${a.map((x) => x.currency)}::text[],
         ${a.map((x) => String(x.merchant_amount))}::bigint[], ${a.map((x) => String(x.requested_cents))}::bigint[],
@@ -129,7 +132,8 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
         ${a.map((x) => x.channel)}::text[], ${a.map((x) => x.partial_allowed)}::boolean[],
         ${a.map((x) => JSON.stringify(x.merchant))}::jsonb[], ${a.map((x) => x.mcc)}::text[],
         ${a.map((x) => x.hold_account_id)}::uuid[], ${a.map((x) => x.expires_at?.toISOString() ?? null)}::timestamptz[],
-        ${a.map((x) => x.created_at.toISOString())}::timestamptz[], ${a.map((x) => x.updated_at.toISOString())}::timestamptz[])
+        ${a.map((x) => x.created_at.toISOString())}::timestamptz[], ${a.map((x) => x.updated_at.toISOString())}::timestamptz[],
+        ${a.map((x) => x.decision)}::text[])
       returning id),
     messages as (
       insert into card_network_messages (message_id, type, card_id, client_id, authorization_id, amount_cents,
@@ -139,7 +143,7 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
       from unnest(${m.map((x) => x.messageId)}::text[], ${m.map((x) => x.cardId)}::uuid[],
         ${m.map((x) => x.clientId)}::uuid[], ${m.map((x) => x.authorizationId)}::uuid[],
         ${m.map((x) => String(x.amountCents))}::bigint[], ${m.map((x) => x.entryId)}::uuid[],
-        ${m.map((x) => JSON.stringify(x.merchant ?? null))}::jsonb[], ${m.map((x) => JSON.stringify(x.response))}::jsonb[])
+        ${m.map((x) => JSON.stringify(x.merchant ?? null))}::jsonb[], ${m.map((x) => (x.response === null ? null : JSON.stringify(x.response)))}::jsonb[])
         as v(message_id, card_id, client_id, authorization_id, amount_cents, entry_id, merchant, response)
       returning seq),
     ${spending.ctes},

@@ -233,7 +233,7 @@ async function forcePost(
   writes.created.push(plan.row);
   const now = new Date();
   return postedOutcome(message, card, {
-    authorization: { ...plan.row, created_at: now, updated_at: now },
+    authorization: { ...plan.row, created_at: now, updated_at: now, decision: null, decision_metadata: null },
     entryId: entry?.id ?? null,
   });
 }

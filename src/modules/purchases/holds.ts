@@ -22,12 +22,12 @@ export function statusWithoutHold(authorization: repo.AuthorizationRow): repo.Au
  * cover is posted to what it owes: an advice cannot be refused), less is given back to it. Every
  * change of one hold moves the CARD_HOLDS shard it was taken on.
  */
-async function moveHold(
+export async function moveHold(
   tx: Tx,
   card: repo.CardState,
   authorization: repo.AuthorizationRow,
   target: bigint,
-  message: CardMessage,
+  messageId: string,
 ): Promise<{ entryId: string | null; shard: string }> {
   const shard = authorization.hold_account_id ?? postingShardOf(systemAccounts.cardHolds);
   const delta = target - authorization.held_cents;
@@ -35,7 +35,7 @@ async function moveHold(
     kind: delta > 0n ? "CARD_HOLD" : "CARD_HOLD_RELEASE",
     description: (authorization.merchant as { name?: string }).name ?? "Card purchase",
     system: [{ accountId: shard, amountCents: delta }],
-    metadata: { authorization_id: authorization.id, message_id: message.messageId },
+    metadata: { authorization_id: authorization.id, message_id: messageId },
   });
   return { entryId, shard };
 }
@@ -48,7 +48,7 @@ async function moveHold(
 export async function adviseHold(tx: Tx, message: CardMessage, settings: PurchaseSettings): Promise<Outcome> {
   const { card, authorization } = await lockAuthorization(tx, message);
   const target = message.amountCents ?? 0n;
-  const moved = await moveHold(tx, card, authorization, target, message);
+  const moved = await moveHold(tx, card, authorization, target, message.messageId);
   const reopened = authorization.status !== "PENDING" && target > 0n;
   const days = holdDaysFor(authorization.mcc, settings);
   // An advice of nothing on an authorization that holds nothing changes nothing of its status.
@@ -89,7 +89,7 @@ export async function releaseHold(tx: Tx, message: CardMessage): Promise<Outcome
   const held = authorization.held_cents;
   const asked = message.amountCents ?? held;
   const release = asked < held ? asked : held;
-  const moved = await moveHold(tx, card, authorization, held - release, message);
+  const moved = await moveHold(tx, card, authorization, held - release, message.messageId);
   let status = authorization.status;
   if (status === "PENDING" && held - release === 0n)
     status =

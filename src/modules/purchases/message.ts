@@ -3,6 +3,8 @@ import { AppError, errors } from "../../errors.ts";
 import type { CardRef } from "../cards/card-number.ts";
 import type { NewEvent } from "../events/outbox.ts";
 import type { VerificationDecline } from "./authorize.ts";
+import type { AwaitingDecision } from "./decisions.ts";
+import type { EndpointCache } from "./endpoint-cache.ts";
 import * as repo from "./repository.ts";
 import type { MerchantType, MessageType } from "./schemas.ts";
 import { renderAuthorization } from "./views.ts";
@@ -47,12 +49,16 @@ export interface Outcome {
   entryId: string | null;
   reversesMessageId?: string;
   events: NewEvent[];
+  /** An approval the card's client is asked about; its answer is added once it is known. */
+  awaiting?: Omit<AwaitingDecision, "answer"> | undefined;
 }
 
 /** How long a hold lasts before the expiry worker releases it (config: EMISOR_HOLD_DAYS*). */
 export interface PurchaseSettings {
   holdDays: number;
   lodgingHoldDays: number;
+  /** Each client's decision endpoint (absent: no client is asked). */
+  endpoints?: EndpointCache | undefined;
 }
 
 /** Hotels and car rentals hold for longer: ISO 18245's lodging and rental ranges and codes. */

@@ -1,14 +1,19 @@
-import { Counter } from "prom-client";
+import { Counter, Histogram } from "prom-client";
+import { type DecisionCallCounter, decisionCallCounter } from "../decisions/metrics.ts";
 
 /**
- * Card network messages by type and result, and authorization batches by form: `at_once` (one
+ * Card network messages by type and result, authorization batches by form: `at_once` (one
  * statement, decided on what the process knew), `reread` (that statement refused itself: a card
  * had changed or a message id was answered already, so the cards were read and the batch written
- * again), `one_by_one` (that failed too, so each message ran on its own). They belong to the process (its context); the app's /metrics registers them.
+ * again), `one_by_one` (that failed too, so each message ran on its own); and the calls to clients'
+ * decision endpoints, by outcome and by how long each took. They belong to the process (its
+ * context); the app's /metrics registers them.
  */
 export interface PurchaseCounters {
   messages: Counter<"type" | "result">;
   batches: Counter<"form">;
+  decisionCalls: DecisionCallCounter;
+  decisionSeconds: Histogram;
 }
 
 export function purchaseCounters(): PurchaseCounters {
@@ -23,6 +28,13 @@ export function purchaseCounters(): PurchaseCounters {
       name: "emisor_authorization_batches_total",
       help: "Authorization batches by how they were written: at_once (one statement), reread (written again after reading its cards) or one_by_one (each message on its own)",
       labelNames: ["form"] as const,
+      registers: [],
+    }),
+    decisionCalls: decisionCallCounter(),
+    decisionSeconds: new Histogram({
+      name: "emisor_authorization_decision_call_seconds",
+      help: "How long each call to a client's authorization decision endpoint took, stand-ins included",
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2, 3],
       registers: [],
     }),
   };

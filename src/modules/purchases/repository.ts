@@ -40,6 +40,7 @@ export interface MessageRecord {
   reversesMessageId: string | null;
   fileId: string | null;
   merchant: unknown;
+  /** Null while the card's client decides: the answer is recorded then. */
   response: unknown;
 }
 
@@ -56,7 +57,7 @@ export async function recordMessage(tx: Tx, record: MessageRecord): Promise<void
       reverses_message_id: record.reversesMessageId,
       file_id: record.fileId,
       merchant: record.merchant === undefined ? null : JSON.stringify(record.merchant),
-      response: JSON.stringify(record.response),
+      response: record.response === null ? null : JSON.stringify(record.response),
     })
     .where("message_id", "=", record.messageId)
     .execute();
@@ -102,7 +103,11 @@ export async function findAuthorization(db: Queryable, id: string): Promise<Auth
   return db.selectFrom("card_authorizations").selectAll().where("id", "=", id).executeTakeFirst();
 }
 
-export type NewAuthorization = Omit<AuthorizationRow, "created_at" | "updated_at">;
+export type NewAuthorization = Omit<
+  AuthorizationRow,
+  "created_at" | "updated_at" | "decision" | "decision_metadata"
+> &
+  Partial<Pick<AuthorizationRow, "decision">>;
 
 /** A new authorization, and what it spends on its card (velocity limits count it). */
 export async function insertAuthorization(tx: Tx, row: NewAuthorization): Promise<AuthorizationRow> {
@@ -126,8 +131,10 @@ export type AuthorizationChange = Partial<
     | "expires_at"
     | "hold_account_id"
     | "authorization_code"
+    | "decline_reason"
+    | "decision"
   >
->;
+> & { decision_metadata?: string };
 
 /**
  * A change of an authorization (`before` as locked), and of what it spends on its card. A declined

@@ -140,6 +140,18 @@ export const Authorization = Type.Object({
   channel: Type.String(),
   merchant: Type.Unknown(),
   expires_at: OrNull(Type.String()),
+  decision: OrNull(
+    Type.Object({
+      status: Type.String({
+        description:
+          "AWAITING (the client's endpoint is deciding), ANSWERED, or STOOD_IN (its stand-in applied: no answer in time, or a bad one)",
+      }),
+      metadata: Type.Unknown({
+        description: "What the client's answer returned; for a stand-in, {stand_in_reason, detail}",
+      }),
+    }),
+    { description: "The client's real-time decision; null when no endpoint was asked" },
+  ),
   created_at: Type.String(),
   updated_at: Type.String(),
   messages: Type.Optional(Type.Array(AuthorizationMessage)),

@@ -6,6 +6,7 @@ import { emitEvents } from "../events/outbox.ts";
 import { authorize, balanceInquiry, standInAdvice } from "./authorize.ts";
 import { spendable } from "./card-money.ts";
 import { clear, creditReturn, reverseReturn } from "./clearing.ts";
+import type { AwaitingDecision } from "./decisions.ts";
 import { adviseHold, releaseHold } from "./holds.ts";
 import type { CardMessage, Outcome, PurchaseSettings } from "./message.ts";
 import * as repo from "./repository.ts";
@@ -31,6 +32,10 @@ export interface Processed {
   replayed: boolean;
   /** The card whose money the message moved, when it moved any. */
   cardId?: string | undefined;
+  /** An approval the card's client decides on now (decisions.ts): `answer` is Emisor's approval. */
+  awaiting?: AwaitingDecision | undefined;
+  /** A repeat of a message whose first is still being decided by the client: no answer yet. */
+  undecided?: true;
 }
 
 const handlers: Record<
@@ -75,10 +80,15 @@ async function processInTransaction(
   message: CardMessage,
   settings: PurchaseSettings,
 ): Promise<Processed> {
-  if (!(await repo.claimMessage(tx, message.messageId, message.type)))
-    return { answer: (await repo.storedAnswer(tx, message.messageId)) as MessageAnswer, replayed: true };
+  if (!(await repo.claimMessage(tx, message.messageId, message.type))) {
+    const stored = (await repo.storedAnswer(tx, message.messageId)) as MessageAnswer | null;
+    return stored === null
+      ? { answer: undecidedAnswer(message), replayed: true, undecided: true }
+      : { answer: stored, replayed: true };
+  }
   const outcome = await handlers[message.type](tx, message, settings);
   const answer = await answerOf(tx, message, outcome);
+  const awaiting = outcome.awaiting ? { ...outcome.awaiting, answer } : undefined;
   await repo.recordMessage(tx, {
     messageId: message.messageId,
     cardId: outcome.card?.id ?? null,
@@ -90,10 +100,27 @@ async function processInTransaction(
     reversesMessageId: outcome.reversesMessageId ?? null,
     fileId: message.fileId ?? null,
     merchant: message.merchant,
-    response: answer,
+    // Asked of the client: the answer is recorded once it decided.
+    response: awaiting ? null : answer,
   });
   await emitEvents(tx, outcome.events);
-  return { answer, replayed: false, cardId: outcome.card?.id };
+  return { answer, replayed: false, cardId: outcome.card?.id, awaiting };
+}
+
+/** A placeholder answer of a repeat whose first is undecided (never sent: see `undecided`). */
+export function undecidedAnswer(message: Pick<CardMessage, "messageId" | "type">): MessageAnswer {
+  return {
+    message_id: message.messageId,
+    type: message.type,
+    result: "PENDING",
+    authorization_id: null,
+    authorization_code: null,
+    decline_reason: null,
+    amount: 0,
+    partial: false,
+    over_tolerance: false,
+    balance: null,
+  };
 }
 
 async function answerOf(tx: Tx, message: CardMessage, outcome: Outcome): Promise<MessageAnswer> {

@@ -20,6 +20,7 @@ export function renderAuthorization(row: AuthorizationRow) {
     channel: row.channel,
     merchant: row.merchant,
     expires_at: row.expires_at?.toISOString() ?? null,
+    decision: row.decision === null ? null : { status: row.decision, metadata: row.decision_metadata ?? {} },
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };
