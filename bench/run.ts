@@ -445,35 +445,21 @@ async function distinctClients(
 
 /**
  * The card processor's AUTHORIZATION messages (1.00 MXN each, signed) over many active cards of one
- * tenant, compared with the same run's distinct-clients payments. Afterwards the books, and the
- * holds: CARD_HOLDS equals what the pending authorizations hold, and no fewer authorizations were
- * recorded than the load generator saw answered.
+ * tenant, compared with the same run's distinct-clients payments; then the same load with five
+ * spending controls in scope of every card, and with a decision endpoint that answers at once,
+ * each compared with the plain run.
  */
 async function authorizations(server: ServerProcess, root: seed.Client, distinctRps: number): Promise<void> {
   step(`seed: ${size.authorizationCards} active cards for authorizations`);
-  const cards = await seed.seedCards(server.url, root, size.authorizationCards);
-  await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 1_000));
+  const cards = (await seed.seedCards(server.url, root, size.authorizationCards)).map((card) => card.id);
+  await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card, 1_000));
   await pgs.sql(appDb, "vacuum analyze");
-  const since = await postingsWatermark(pgs, appDb);
-  const result = await scenario(server, "authorizations", {
-    url: `${server.url}/v1/rails/cards/messages`,
-    method: "POST",
-    connections: 64,
-    warmupSeconds: size.warmup,
-    seconds: size.seconds,
-    request: authorizationRequests(
-      cards.map((card) => card.id),
-      benchCardNetworkSecret,
-    ),
-  });
-  await checkBooks(pgs, appDb, since, new Map(), undefined);
-  await checkHolds(result.ok2xxTotal);
-  await pgs.sql(appDb, "vacuum analyze");
-  const r = ratio(result.rps, distinctRps);
+  const plain = await authorizationLoad(server, "authorizations", cards);
+  const r = ratio(plain.rps, distinctRps);
   record({
     key: "authorization_64_rps",
     figure: `card authorizations over ${cards.length} cards (64 connections)`,
-    value: result.rps,
+    value: plain.rps,
     unit: "req/s",
     ceiling: distinctRps,
     ratio: r,
@@ -483,10 +469,123 @@ async function authorizations(server: ServerProcess, root: seed.Client, distinct
   record({
     key: "authorization_64_p99_ms",
     figure: "card authorizations p99",
-    value: result.p99,
+    value: plain.p99,
     unit: "ms",
     target: "<= 25 ms",
-    pass: result.p99 <= 25,
+    pass: plain.p99 <= 25,
+  });
+  await authorizationsWithControls(server, root, cards, plain.rps);
+  await authorizationsWithDecisions(server, root, cards, plain.rps);
+}
+
+/** One authorization run over `cards`, then the books and the holds. */
+async function authorizationLoad(server: ServerProcess, figure: string, cards: string[]) {
+  const since = await postingsWatermark(pgs, appDb);
+  const result = await scenario(server, figure, {
+    url: `${server.url}/v1/rails/cards/messages`,
+    method: "POST",
+    connections: 64,
+    warmupSeconds: size.warmup,
+    seconds: size.seconds,
+    request: authorizationRequests(cards, benchCardNetworkSecret),
+  });
+  await checkBooks(pgs, appDb, since, new Map(), undefined);
+  await checkHolds(result.ok2xxTotal);
+  await pgs.sql(appDb, "vacuum analyze");
+  return result;
+}
+
+/** Five controls, one of each kind, on the tenant: every card has them all in scope. */
+const benchControls = [
+  { type: "VELOCITY_LIMIT", window: "DAY", amount_limit: 1_000_000, count_limit: 1_000_000 },
+  { type: "MCC", mode: "BLOCK", mcc_groups: ["gambling"] },
+  { type: "MERCHANT_COUNTRY", mode: "BLOCK", countries: ["PRK", "IRN"] },
+  { type: "CHANNEL", atm: false },
+  { type: "MAX_AMOUNT", amount: 50_000 },
+];
+
+async function authorizationsWithControls(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: string[],
+  plainRps: number,
+): Promise<void> {
+  const ids = await seed.pool(benchControls, 1, async (rule) => {
+    const made = await seed.api<{ spending_control: { id: string } }>(
+      server.url,
+      "POST",
+      "/v1/spending_controls",
+      root.token,
+      { scope: "CLIENT", target_id: root.clientId, ...rule },
+    );
+    return made.spending_control.id;
+  });
+  const result = await authorizationLoad(server, "authorizations, five spending controls per card", cards);
+  for (const id of ids) await seed.api(server.url, "DELETE", `/v1/spending_controls/${id}`, root.token);
+  const r = ratio(result.rps, plainRps);
+  record({
+    key: "authorization_controls_64_rps",
+    figure: "card authorizations, five spending controls in scope of each card (64 connections)",
+    value: result.rps,
+    unit: "req/s",
+    ceiling: plainRps,
+    ratio: r,
+    target: ">= 0.9 x plain authorizations",
+    pass: r >= 0.9,
+  });
+}
+
+/**
+ * The tenant's decision endpoint is a local server that approves at once (its own process): what
+ * the call, its signature both ways and the second write cost.
+ */
+async function authorizationsWithDecisions(
+  server: ServerProcess,
+  root: seed.Client,
+  cards: string[],
+  plainRps: number,
+): Promise<void> {
+  const endpoint = "/v1/clients/authorization_endpoint";
+  const first = await seed.api<{ authorization_endpoint: { secret: string } }>(
+    server.url,
+    "PUT",
+    endpoint,
+    root.token,
+    { url: "http://127.0.0.1:9/decide" },
+  );
+  const decider = await ServerProcess.start(
+    process.execPath,
+    ["--import", "tsx", "bench/decider-server.ts"],
+    { DECIDER_SECRET: first.authorization_endpoint.secret },
+    /listening on (\S+)/,
+  );
+  await seed.api(server.url, "PUT", endpoint, root.token, { url: `${decider.url}/decide` });
+  const result = await authorizationLoad(server, "authorizations, decision endpoint", cards);
+  await decider.stop();
+  await seed.api(server.url, "DELETE", endpoint, root.token);
+  const decided = await pgs.sql<{ n: string }>(
+    appDb,
+    "select count(*)::text as n from card_authorizations where decision is not null",
+  );
+  const r = ratio(result.rps, plainRps);
+  record({
+    key: "authorization_decision_64_rps",
+    figure: "card authorizations with a decision endpoint that answers at once (64 connections)",
+    value: result.rps,
+    unit: "req/s",
+    ceiling: plainRps,
+    ratio: r,
+    target: ">= 0.5 x plain authorizations",
+    pass: r >= 0.5,
+    detail: `(${decided[0]?.n ?? 0} authorizations decided by the endpoint)`,
+  });
+  record({
+    key: "authorization_decision_64_p99_ms",
+    figure: "card authorizations with a decision endpoint, p99",
+    value: result.p99,
+    unit: "ms",
+    target: "<= 30 ms",
+    pass: result.p99 <= 30,
   });
 }
 

@@ -17,7 +17,7 @@ export interface Client {
   password: string;
 }
 
-async function api<T>(
+export async function api<T>(
   base: string,
   method: string,
   path: string,
