@@ -1,6 +1,12 @@
 import { sql } from "kysely";
 import type { Tx } from "../../db/database.ts";
-import type { AuthorizationRow, CardState, MessageRecord, NewAuthorization } from "./repository.ts";
+import {
+  type AuthorizationRow,
+  type CardState,
+  type MessageRecord,
+  type NewAuthorization,
+  owedOf,
+} from "./repository.ts";
 
 /**
  * SQL of a clearing file's chunk: what repository.ts does for one message, for many in one
@@ -41,22 +47,30 @@ export async function lockCards(
   tx: Tx,
   named: { ids: string[]; fingerprints: string[]; authorizationIds: string[] },
 ): Promise<Array<CardState & { pan_fingerprint: string }>> {
-  const result = await sql<CardState & { pan_fingerprint: string }>`
+  const result = await sql<Omit<CardState, "owed_account_id" | "owed_cents"> & { pan_fingerprint: string }>`
     with wanted as (
       select unnest(${named.ids}::uuid[]) as id
       union select card_id from card_authorizations where id = any(${named.authorizationIds}::uuid[])
       union select id from cards where pan_fingerprint = any(${named.fingerprints}::text[]))
     select c.id, c.client_id, c.status, c.expires_on::text as expires_on, c.pan_fingerprint,
       exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
-      la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents
+      la.balance_cents
     from wanted w
     join cards c on c.id = w.id
     join clients cl on cl.id = c.client_id
     join ledger_accounts la on la.id = c.id
-    left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
     order by la.id
     for update of la`.execute(tx);
-  return result.rows;
+  // What the cards owe, read once they are locked (see lockCard).
+  const owed = await owedOf(
+    tx,
+    result.rows.map((card) => card.id),
+  );
+  return result.rows.map((card) => ({
+    ...card,
+    owed_account_id: owed.get(card.id)?.id ?? null,
+    owed_cents: owed.get(card.id)?.owed_cents ?? 0n,
+  }));
 }
 
 export async function authorizationsById(tx: Tx, ids: string[]): Promise<AuthorizationRow[]> {

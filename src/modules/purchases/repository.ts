@@ -86,17 +86,33 @@ export interface CardState {
  */
 export async function lockCard(tx: Tx, ref: CardRef): Promise<CardState | undefined> {
   const where = "id" in ref ? sql`c.id = ${ref.id}::uuid` : sql`c.pan_fingerprint = ${ref.fingerprint}`;
-  const result = await sql<CardState>`
+  const result = await sql<Omit<CardState, "owed_account_id" | "owed_cents">>`
     select c.id, c.client_id, c.cardholder_id, c.product_id, cl.lineage, c.status, c.expires_on::text as expires_on,
       exists (select 1 from clients x where x.id = any(cl.lineage) and x.status <> 'ACTIVE') as client_disabled,
-      la.balance_cents, o.id as owed_account_id, coalesce(-o.balance_cents, 0)::bigint as owed_cents
+      la.balance_cents
     from cards c
     join clients cl on cl.id = c.client_id
     join ledger_accounts la on la.id = c.id
-    left join ledger_accounts o on o.card_id = c.id and o.kind = 'CARD_OWED'
     where ${where}
     for update of la`.execute(tx);
-  return result.rows[0];
+  const card = result.rows[0];
+  if (!card) return undefined;
+  // Read after the lock, in a statement of its own: one that waited for the lock sees the locked
+  // row as it is now but every other row as it was when it started, and what the card owes
+  // changes only under that lock.
+  const owed = (await owedOf(tx, [card.id])).get(card.id);
+  return { ...card, owed_account_id: owed?.id ?? null, owed_cents: owed?.owed_cents ?? 0n };
+}
+
+/** Each card's owed account and what it owes (a positive number), for the cards that have one. */
+export async function owedOf(
+  tx: Tx,
+  cardIds: string[],
+): Promise<Map<string, { id: string; owed_cents: bigint }>> {
+  const result = await sql<{ card_id: string; id: string; owed_cents: bigint }>`
+    select card_id, id, (-balance_cents)::bigint as owed_cents from ledger_accounts
+    where card_id = any(${cardIds}::uuid[]) and kind = 'CARD_OWED'`.execute(tx);
+  return new Map(result.rows.map((row) => [row.card_id, row]));
 }
 
 export async function findAuthorization(db: Queryable, id: string): Promise<AuthorizationRow | undefined> {
