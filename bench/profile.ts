@@ -4,7 +4,8 @@
  * (`ciphered` pays with RSA-OAEP card numbers made beforehand, one per card, as `npm run bench` does;
  * `distinct` has 64 sub-clients each paying its own 8 cards, one client per connection; `transfer`
  * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on; `authorization`
- * sends the card processor's signed AUTHORIZATION messages over 200 funded cards.)
+ * sends the card processor's signed AUTHORIZATION messages over 200 funded cards; `decided` the same,
+ * with a decision endpoint that approves at once.)
  * NO_WORKERS=1 turns the background workers off; CARDS=n seeds n cards instead of 200. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
@@ -34,6 +35,23 @@ import {
 } from "./lib/server.ts";
 
 const scenario = process.argv[2] ?? "payment";
+/** `decided`: authorizations with a decision endpoint that approves at once (bench/decider-server.ts). */
+const authorizing = scenario === "authorization" || scenario === "decided";
+
+async function startDecider(base: string, token: string): Promise<ServerProcess> {
+  const endpoint = "/v1/clients/authorization_endpoint";
+  const first = await seed.api<{ authorization_endpoint: { secret: string } }>(base, "PUT", endpoint, token, {
+    url: "http://127.0.0.1:9/decide",
+  });
+  const decider = await ServerProcess.start(
+    process.execPath,
+    ["--import", "tsx", "bench/decider-server.ts"],
+    { DECIDER_SECRET: first.authorization_endpoint.secret },
+    /listening on (\S+)/,
+  );
+  await seed.api(base, "PUT", endpoint, token, { url: `${decider.url}/decide` });
+  return decider;
+}
 const seconds = Number(process.argv[3] ?? 10);
 const connections = Number(process.argv[4] ?? 64);
 const pgs = new Postgres(process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres");
@@ -129,8 +147,8 @@ async function main(): Promise<void> {
       });
       distinct = distinctPayerRequests(clients, theirs);
     }
-    if (scenario === "authorization")
-      await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 1_000));
+    if (authorizing) await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card.id, 1_000));
+    const decider = scenario === "decided" ? await startDecider(server.url, root.token) : undefined;
     if (scenario === "transfer") {
       await seed.pool(cards.slice(0, 100), 8, (card) => seed.pay(server.url, root.token, card.id, 100_000));
       await seed.setPins(
@@ -179,7 +197,7 @@ async function main(): Promise<void> {
                 request: () => ({ path: `/v1/cardholders?id=${cards[i++ % cards.length]?.cardholderId}` }),
                 onMeasureStart: measureCpu,
               }
-            : scenario === "authorization"
+            : authorizing
               ? {
                   url: `${server.url}/v1/rails/cards/messages`,
                   method: "POST",
@@ -232,6 +250,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `${scenario}: ${result.rps} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, non-2xx ${result.non2xx}\n`,
     );
+    await decider?.stop();
   } finally {
     await server.stop();
     if (process.env.KEEP_DB) process.stdout.write(`kept database ${database}\n`);

@@ -302,6 +302,16 @@ export interface CardReport {
   partial: number;
   overTolerance: number;
   owingCards: number;
+  /** Authorizations by what the client's endpoint made of them (decision status). */
+  decisions: Map<string, number>;
+  /** Declined authorizations by reason. */
+  declines: Map<string, number>;
+}
+
+/** The controls every card of the run has in scope (purchases.ts). */
+export interface RunControls {
+  maxAmountPesos: number;
+  dailyCount: number;
 }
 
 /**
@@ -318,6 +328,7 @@ export async function checkCardPurchases(
   books: Books,
   database: string,
   ops: OpRecord[],
+  controls: RunControls,
 ): Promise<CardReport> {
   const report: CardReport = {
     violations: [],
@@ -326,6 +337,8 @@ export async function checkCardPurchases(
     partial: 0,
     overTolerance: 0,
     owingCards: 0,
+    decisions: new Map(),
+    declines: new Map(),
   };
   const check = (ok: boolean, message: string) => {
     report.checks += 1;
@@ -333,6 +346,7 @@ export async function checkCardPurchases(
   };
   const networkSeen = await checkCardAnswers(books, database, ops, report, check);
   await checkCardDecisions(books, database, report, check);
+  await checkCardControls(books, database, controls, report, check);
   await checkCardMoney(books, database, networkSeen, report, check);
   return report;
 }
@@ -381,15 +395,23 @@ async function checkCardAnswers(
     }
     if (data.over_tolerance) report.overTolerance += 1;
   }
+  // The one second entry an AUTHORIZATION may write: the release of what the client's decision
+  // (or its stand-in) did not approve.
+  const decisionRelease = `e.kind = 'CARD_HOLD_RELEASE' and exists (select 1 from card_network_messages m
+      join card_authorizations a on a.id = m.authorization_id
+      where m.message_id = e.metadata->>'message_id' and m.type = 'AUTHORIZATION' and m.entry_id <> e.id
+        and a.decision in ('ANSWERED', 'STOOD_IN'))`;
   const [entries] = await books.sql<{ twice: number; strange: number; orphan: number }>(
     database,
-    `select (select count(*) from (select metadata->>'message_id' from journal_entries
-              where kind like 'CARD_%' and metadata->>'message_id' is not null group by 1 having count(*) > 1) d)::int as twice,
+    `select (select count(*) from (select metadata->>'message_id' from journal_entries e
+              where kind like 'CARD_%' and metadata->>'message_id' is not null and not (${decisionRelease})
+              group by 1 having count(*) > 1) d)::int as twice,
             (select count(*) from card_network_messages m join journal_entries e on e.id = m.entry_id
               where e.metadata->>'message_id' is distinct from m.message_id)::int as strange,
             (select count(*) from journal_entries e
               where e.kind in ('CARD_HOLD', 'CARD_HOLD_RELEASE', 'CARD_CLEARING', 'CARD_FORCE_POST', 'CARD_RETURN', 'CARD_RETURN_REVERSAL')
-                and not exists (select 1 from card_network_messages m where m.entry_id = e.id))::int as orphan`,
+                and not exists (select 1 from card_network_messages m where m.entry_id = e.id)
+                and not (${decisionRelease}))::int as orphan`,
   );
   check(entries?.twice === 0, `${entries?.twice} card message(s) wrote more than one entry`);
   check(entries?.strange === 0, `${entries?.strange} card message(s) name an entry of another message`);
@@ -404,9 +426,11 @@ async function checkCardDecisions(books: Books, database: string, report: CardRe
     response: string;
     requested: string;
     partial_allowed: boolean;
+    decision: string | null;
   }>(
     database,
-    `select m.message_id as id, m.response::text as response, a.requested_cents::text as requested, a.partial_allowed
+    `select m.message_id as id, m.response::text as response, a.requested_cents::text as requested, a.partial_allowed,
+            a.decision
        from card_network_messages m join card_authorizations a on a.id = m.authorization_id
       where m.type = 'AUTHORIZATION'`,
   );
@@ -414,7 +438,18 @@ async function checkCardDecisions(books: Books, database: string, report: CardRe
     const answer = JSON.parse(row.response) as CardAnswer;
     const requested = Number(row.requested);
     const available = answer.balance?.available ?? -1;
-    if (answer.result === "APPROVED" && answer.partial) {
+    if (answer.result === "DECLINED") {
+      const reason = answer.decline_reason ?? "";
+      report.declines.set(reason, (report.declines.get(reason) ?? 0) + 1);
+    }
+    if (answer.result === "APPROVED" && answer.partial && row.decision === "ANSWERED") {
+      // The client's endpoint approved less: only where partial approval was allowed.
+      report.partial += 1;
+      check(
+        row.partial_allowed && answer.amount < requested,
+        `authorization ${row.id}: the client approved ${answer.amount} of ${requested} in part without partial_allowed`,
+      );
+    } else if (answer.result === "APPROVED" && answer.partial) {
       report.partial += 1;
       check(
         row.partial_allowed && available === 0 && answer.amount < requested,
@@ -434,6 +469,49 @@ async function checkCardDecisions(books: Books, database: string, report: CardRe
        join ledger_accounts l on l.id = p.account_id where m.type = 'AUTHORIZATION' and l.kind = 'CARD_OWED'`,
   );
   check(owed?.n === 0, `${owed?.n} authorization hold(s) posted to what a card owes`);
+}
+
+/**
+ * The run's controls held, and each card's velocity count is what its authorizations spent: no
+ * approval above the maximum, none at a casino, no card over its daily count at the end; the
+ * lifetime figures of card_spending equal the sums over the card's authorizations; no decision is
+ * left awaiting once every message was answered.
+ */
+async function checkCardControls(
+  books: Books,
+  database: string,
+  controls: RunControls,
+  report: CardReport,
+  check: Check,
+): Promise<void> {
+  const [row] = await books.sql<Record<string, number>>(
+    database,
+    `with spent as (
+       select card_id, case when status = 'DECLINED' then 0 else held_cents + cleared_cents end as cents
+         from card_authorizations),
+     per_card as (
+       select card_id, sum(cents) as cents, count(*) filter (where cents > 0) as n from spent group by card_id)
+     select
+       (select count(*) from card_authorizations
+         where status <> 'DECLINED' and authorization_code is not null and authorized_cents > ${controls.maxAmountPesos * 100})::int as above_max,
+       (select count(*) from card_authorizations
+         where status <> 'DECLINED' and authorization_code is not null and mcc = '7995')::int as at_casino,
+       (select count(*) from card_spending where day_count > ${controls.dailyCount})::int as over_daily,
+       (select count(*) from per_card p left join card_spending s using (card_id)
+         where p.cents <> coalesce(s.lifetime_cents, 0) or p.n <> coalesce(s.lifetime_count, 0))::int as miscounted,
+       (select count(*) from card_authorizations where decision = 'AWAITING')::int as awaiting`,
+  );
+  check(row?.above_max === 0, `${row?.above_max} approval(s) above the maximum amount`);
+  check(row?.at_casino === 0, `${row?.at_casino} approval(s) at a blocked MCC`);
+  check(row?.over_daily === 0, `${row?.over_daily} card(s) over their daily count`);
+  check(row?.miscounted === 0, `${row?.miscounted} card(s) whose spending differs from their authorizations`);
+  check(row?.awaiting === 0, `${row?.awaiting} authorization(s) still awaiting the client's decision`);
+  const statuses = await books.sql<{ status: string; n: number }>(
+    database,
+    `select coalesce(decision, 'NOT ASKED') as status, count(*)::int as n from card_authorizations
+      where authorization_code is not null or status = 'DECLINED' group by 1`,
+  );
+  for (const { status, n } of statuses) report.decisions.set(status, n);
 }
 
 async function checkCardMoney(

@@ -1,5 +1,6 @@
 import { cardNetworkSignatureHeader } from "../../src/modules/rails/routes.ts";
 import { signSpeiCallback } from "../../src/modules/transfers/signature.ts";
+import { type Behaviour, Decider, type DecisionCall } from "../helpers/decider.ts";
 import type { OpRecord } from "./checks.ts";
 import type { CarefulClient, Session } from "./client.ts";
 
@@ -39,6 +40,86 @@ interface MessageAnswer {
 
 const shop = { name: "OXXO CHAOS", city: "CDMX", country: "MEX", mcc: "5411" };
 const restaurant = { name: "TACOS CHAOS", city: "CDMX", country: "MEX", mcc: "5812" };
+const casino = { name: "CASINO CHAOS", city: "CDMX", country: "MEX", mcc: "7995" };
+
+/**
+ * The spending controls every tenant of the bank test has on all its cards: some purchases are
+ * above the maximum, a few are at a casino, and a busy card reaches its daily count.
+ */
+export const chaosControls = {
+  maxAmountPesos: 220,
+  dailyCount: 25,
+  rules: [
+    { type: "MAX_AMOUNT", amount: 220 },
+    { type: "VELOCITY_LIMIT", window: "DAY", count_limit: 25 },
+    { type: "MCC", mode: "BLOCK", mcc_groups: ["gambling"] },
+  ],
+};
+
+/** The decision endpoint's timeout in the bank test: a slow answer overruns it. */
+const decisionTimeoutMs = 400;
+
+/**
+ * How the bank test's decision endpoints answer: mostly approving at once, at times slowly but in
+ * time, declining, approving in part, too slow (WEBHOOK_TIMEOUT) or down (WEBHOOK_ERROR).
+ */
+export function chaosDecision(call: DecisionCall): Behaviour {
+  const roll = Math.random();
+  const asked = call.body.authorization as { amount_cents: number; partial_allowed: boolean };
+  if (roll < 0.05) return { kind: "silent" };
+  if (roll < 0.1) return { kind: "drop" };
+  if (roll < 0.18) return { kind: "answer", body: { decision: "DECLINE", reason: "CHAOS_DECLINED" } };
+  if (roll < 0.28 && asked.partial_allowed && asked.amount_cents > 1)
+    return {
+      kind: "answer",
+      body: { decision: "APPROVE", amount_cents: Math.floor(asked.amount_cents / 2) },
+    };
+  if (roll < 0.35) return { kind: "answer", body: { decision: "APPROVE" }, delayMs: 150 };
+  return { kind: "answer", body: { decision: "APPROVE", metadata: { chaos: "yes" } } };
+}
+
+async function api(base: string, token: string, method: string, path: string, body: unknown) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+    body: JSON.stringify(body),
+  });
+  const envelope = (await response.json()) as { success: boolean; data: Record<string, unknown> };
+  if (!envelope.success) throw new Error(`${method} ${path}: ${JSON.stringify(envelope)}`);
+  return envelope.data;
+}
+
+/**
+ * Before the load: the controls on each tenant, and a decision endpoint for the first tenant
+ * (stand-in APPROVE) and, where the second is a tenant of its own, for it (stand-in DECLINE); a
+ * sub-client tenant inherits its parent's. Returns the endpoints, to close after the run.
+ */
+export async function setUpPurchaseRules(
+  base: string,
+  tenants: Array<{ session: Session; clientId: string }>,
+  ownEndpoints: number,
+): Promise<Decider[]> {
+  for (const tenant of tenants)
+    for (const rule of chaosControls.rules)
+      await api(base, tenant.session.token, "POST", "/v1/spending_controls", {
+        scope: "CLIENT",
+        target_id: tenant.clientId,
+        ...rule,
+      });
+  const deciders: Decider[] = [];
+  for (const [index, tenant] of tenants.slice(0, ownEndpoints).entries()) {
+    const decider = await new Decider().start();
+    decider.behave = chaosDecision;
+    const put = await api(base, tenant.session.token, "PUT", "/v1/clients/authorization_endpoint", {
+      url: decider.url,
+      timeout_ms: decisionTimeoutMs,
+      stand_in: index === 0 ? "APPROVE" : "DECLINE",
+    });
+    decider.secret = String((put.authorization_endpoint as { secret: string }).secret);
+    deciders.push(decider);
+  }
+  return deciders;
+}
 
 let sequence = 0;
 
@@ -133,7 +214,8 @@ async function refund(ctx: StoryContext, id: string, cleared: number): Promise<v
 export async function purchaseStory(ctx: StoryContext): Promise<void> {
   const card = ctx.tenant.cards[Math.floor(Math.random() * ctx.tenant.cards.length)];
   if (!card) return;
-  const merchant = Math.random() < 0.3 ? restaurant : shop;
+  const roll = Math.random();
+  const merchant = roll < 0.04 ? casino : roll < 0.34 ? restaurant : shop;
   if (Math.random() < 0.12) {
     // A force post: a clearing no authorization preceded, posted whatever the card holds.
     const cleared = await send(ctx, {

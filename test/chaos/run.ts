@@ -23,6 +23,7 @@ import path from "node:path";
 import { Postgres } from "../../bench/lib/pg.ts";
 import * as seed from "../../bench/lib/seed.ts";
 import { buildClabe } from "../../src/domain/clabe.ts";
+import type { Decider } from "../helpers/decider.ts";
 import { subclientBody } from "../helpers/people.ts";
 import {
   type Books,
@@ -37,7 +38,7 @@ import { type Answer, CarefulClient, type Session } from "./client.ts";
 import { freePort, PrivateCluster } from "./cluster.ts";
 import { withEmbeddedBooks } from "./embedded.ts";
 import { EmisorProcess } from "./emisor.ts";
-import { cardNetworkSecret, purchaseStory } from "./purchases.ts";
+import { cardNetworkSecret, chaosControls, purchaseStory, setUpPurchaseRules } from "./purchases.ts";
 
 const ci = process.argv.includes("--ci");
 const embedded = process.argv.includes("--pglite");
@@ -191,6 +192,7 @@ function newOp(kind: Kind, tenant: Tenant): OpRecord | undefined {
 }
 
 let emisor: EmisorProcess | undefined;
+let deciders: Decider[] = [];
 
 async function main(): Promise<number> {
   const violations: Violations = [];
@@ -249,6 +251,8 @@ async function main(): Promise<number> {
       `seed: tenants (${embedded ? "the first start's and its sub-client" : "CLI"}), cards with PINs, through the API`,
     );
     const tenants = embedded ? await seedEmbedded(base, emisor.banner) : await seedServer(env, base);
+    say("seed: spending controls on every tenant, decision endpoints that are sometimes slow or down");
+    deciders = await setUpPurchaseRules(base, tenants, embedded ? 1 : 2);
 
     let loadOver = false;
     let giveUpAt = Number.POSITIVE_INFINITY;
@@ -454,7 +458,7 @@ async function main(): Promise<number> {
       ),
     );
     violations.push(...feedReport.violations);
-    const cards = await readBooks((books) => checkCardPurchases(books, database, ops));
+    const cards = await readBooks((books) => checkCardPurchases(books, database, ops, chaosControls));
     violations.push(...cards.violations);
     const byKind = new Map<string, { ok: number; rejected: number; unanswered: number }>();
     const rejections = new Map<string, number>();
@@ -483,6 +487,7 @@ async function main(): Promise<number> {
         : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
       `event feeds: ${feeds.length} pollers walked GET /v1/events by cursor (${counts.eventPolls} polls) and saw ${feedReport.seen} events of ${feedReport.stored} stored in their subtrees; missed ${feedReport.missed}, seen twice ${feedReport.duplicated}`,
       `card messages: ${[...cards.outcomes].map(([outcome, n]) => `${outcome} ${n}`).join(", ")}; partial approvals ${cards.partial}, clearings over tolerance ${cards.overTolerance}, cards owing at the end ${cards.owingCards}; ${cards.checks} checks`,
+      `authorizations: declined by reason ${[...cards.declines].map(([reason, n]) => `${reason} ${n}`).join(", ") || "none"}; the client's decision ${[...cards.decisions].map(([status, n]) => `${status} ${n}`).join(", ")}`,
       `SPEI: ${report.speiOrders} orders, ${report.speiResent} re-sent to the rail (deduplicated), ${report.speiForcedReturns} forced returns`,
       embedded
         ? `invariants: the books checked after each of the ${counts.snapshots} kills, before the restart; ${report.checks} checks after the run; violations: ${violations.length}`
@@ -493,6 +498,7 @@ async function main(): Promise<number> {
   } finally {
     await emisor.kill().catch(() => {});
     emisor.close();
+    for (const decider of deciders) await decider.close();
     await cluster?.destroy();
     if (violations.length === 0) rmSync(work, { recursive: true, force: true });
     else process.stdout.write(`logs kept in ${work}\n`);

@@ -10,7 +10,9 @@ export type Behaviour =
       sign?: "right" | "none" | "wrong";
       delayMs?: number;
     }
-  | { kind: "silent" };
+  | { kind: "silent" }
+  /** Down: the connection is closed without an answer. */
+  | { kind: "drop" };
 
 export interface DecisionCall {
   headers: IncomingHttpHeaders;
@@ -38,6 +40,10 @@ export class Decider {
         this.calls.push(call);
         const behaviour = this.behave(call);
         if (behaviour.kind === "silent") return;
+        if (behaviour.kind === "drop") {
+          request.socket.destroy();
+          return;
+        }
         const body = typeof behaviour.body === "string" ? behaviour.body : JSON.stringify(behaviour.body);
         const id = String(request.headers["webhook-id"]);
         const timestamp = Math.floor(Date.now() / 1000);
