@@ -242,6 +242,15 @@ async function main(): Promise<void> {
       .filter((line) => line.startsWith("emisor_authorization_batches_total{"))
       .join(", ");
     if (authorizationBatches) process.stdout.write(`authorization batches: ${authorizationBatches}\n`);
+    const calls = (suffix: string) =>
+      Number(
+        new RegExp(`^emisor_authorization_decision_call_seconds_${suffix} (\\S+)$`, "m").exec(metrics)?.[1] ??
+          0,
+      );
+    if (calls("count") > 0)
+      process.stdout.write(
+        `decision calls: ${calls("count")}, mean ${((calls("sum") / calls("count")) * 1000).toFixed(1)} ms\n`,
+      );
     const gauge = (name: string) =>
       Math.round(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 2 ** 20);
     process.stdout.write(
