@@ -499,7 +499,8 @@ async function checkCardControls(
        (select count(*) from card_spending where day_count > ${controls.dailyCount})::int as over_daily,
        (select count(*) from per_card p left join card_spending s using (card_id)
          where p.cents <> coalesce(s.lifetime_cents, 0) or p.n <> coalesce(s.lifetime_count, 0))::int as miscounted,
-       (select count(*) from card_authorizations where decision = 'AWAITING')::int as awaiting`,
+       ((select count(*) from card_authorizations where decision = 'AWAITING')
+         + (select count(*) from card_decisions_awaiting))::int as awaiting`,
   );
   check(row?.above_max === 0, `${row?.above_max} approval(s) above the maximum amount`);
   check(row?.at_casino === 0, `${row?.at_casino} approval(s) at a blocked MCC`);

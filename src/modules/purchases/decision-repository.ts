@@ -123,7 +123,8 @@ export async function abandonedDecisions(
 ): Promise<Array<{ id: string; client_id: string; held_cents: bigint; message_id: string }>> {
   const result = await sql<{ id: string; client_id: string; held_cents: bigint; message_id: string }>`
     select a.id, a.client_id, a.held_cents, m.message_id
-    from card_authorizations a
+    from card_decisions_awaiting w
+    join card_authorizations a on a.id = w.authorization_id
     join card_network_messages m on m.authorization_id = a.id and m.type = 'AUTHORIZATION'
     where a.decision = 'AWAITING' and a.created_at < now() - make_interval(secs => ${olderThanMs / 1000})
     order by a.created_at limit ${limit}`.execute(db);
