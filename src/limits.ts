@@ -114,6 +114,11 @@ export const limits = {
   cipherTextLengthMax: 1024,
   /** How long a request may wait for a database connection before 503. */
   dbAcquireTimeoutMs: 5_000,
+  /**
+   * A multi-host DATABASE_URL: how long each host may take to answer when the hosts are tried in
+   * turn (after a failure), so one frozen host does not hold up finding the primary.
+   */
+  dbHostProbeTimeoutMs: 2_000,
   /** How long one SQL statement may run before it is cancelled. */
   dbStatementTimeoutMs: 15_000,
   /**
