@@ -4,6 +4,8 @@
  *   npm run bench             the full run (about 8 minutes on 2 cores)
  *   npm run bench -- --quick  smaller data and shorter runs, for iteration
  *   npm run bench -- --smoke  seconds, tiny data, no targets (what CI runs so the harness cannot rot)
+ *   ... -- --only=hot-processes   only the hot account with three processes against one (with any
+ *                                 of the modes' sizes), for measuring that row alone
  *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) to create throwaway
  * databases, runs the production build (npm run build) as a separate process at LOG_LEVEL=warn,
@@ -45,6 +47,10 @@ const mode: Mode = process.argv.includes("--smoke")
   : process.argv.includes("--quick")
     ? "quick"
     : "full";
+/** One scenario alone, skipping the ceilings and the rest. */
+const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length);
+if (only !== undefined && only !== "hot-processes")
+  throw new Error(`--only=${only}: the one scenario that runs alone is hot-processes`);
 const size = {
   full: {
     warmup: 3,
@@ -156,6 +162,49 @@ async function scenario(
   return { ...result, eventLoopP99Ms };
 }
 
+/**
+ * One load spread over several processes of one service, as a load balancer spreads it: the
+ * connections split evenly, one autocannon per process, all at once. Throughput and answers are
+ * summed; the latencies are the worst process's.
+ */
+async function spreadScenario(
+  servers: ServerProcess[],
+  figure: string,
+  options: LoadOptions,
+): Promise<LoadResult & { eventLoopP99Ms: number }> {
+  if (servers.length === 1 && servers[0]) return scenario(servers[0], figure, options);
+  const before = await Promise.all(servers.map((server) => server.metrics()));
+  const share = (i: number) =>
+    Math.floor(options.connections / servers.length) + (i < options.connections % servers.length ? 1 : 0);
+  const results = await Promise.all(
+    servers.map((server, i) =>
+      load({
+        ...options,
+        url: options.url.replace(servers[0]?.url ?? "", server.url),
+        connections: share(i),
+      }),
+    ),
+  );
+  const after = await Promise.all(servers.map((server) => server.metrics()));
+  const sum = (pick: (r: LoadResult) => number) => results.reduce((total, r) => total + pick(r), 0);
+  const result: LoadResult = {
+    rps: sum((r) => r.rps),
+    p50: Math.max(...results.map((r) => r.p50)),
+    p99: Math.max(...results.map((r) => r.p99)),
+    non2xx: sum((r) => r.non2xx),
+    errors: sum((r) => r.errors),
+    ok2xxTotal: sum((r) => r.ok2xxTotal),
+    measured: sum((r) => r.measured),
+  };
+  const batched = after.map((a, i) => describeBatches(a.batches, before[i]?.batches)).join(" | ");
+  if (result.non2xx > 0 || result.errors > 0)
+    failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  process.stdout.write(
+    `  ${figure}: ${result.rps} req/s (${results.map((r) => r.rps).join(" + ")}), p50 ${result.p50} ms, p99 ${result.p99} ms (worst process), non-2xx ${result.non2xx}, errors ${result.errors}; ${batched}\n`,
+  );
+  return { ...result, eventLoopP99Ms: Math.max(...after.map((a) => a.eventLoopP99Ms)) };
+}
+
 async function ceilings(): Promise<Record<string, number>> {
   step("ceilings: pgbench, one-statement payments, Fastify, RSA");
   const pgbenchN = await pgbenchSimpleUpdate(pgs, pgbenchDb, size.pgScale, size.pgSeconds);
@@ -231,7 +280,7 @@ function seenOf(result: LoadResult, connections: number) {
  * with an Idempotency-Key of its own, as an integrator retrying safely sends them.
  */
 async function hotPayments(
-  server: ServerProcess,
+  server: ServerProcess | ServerProcess[],
   root: seed.Client,
   cards: string[],
   connections: number,
@@ -240,8 +289,9 @@ async function hotPayments(
 ): Promise<LoadResult> {
   const since = await postingsWatermark(pgs, appDb);
   const [start = 0n] = [...(await balancesOf(pgs, appDb, [root.clientId])).values()];
-  const result = await scenario(server, figure, {
-    url: `${server.url}/v1/cards/payment`,
+  const servers = Array.isArray(server) ? server : [server];
+  const result = await spreadScenario(servers, figure, {
+    url: `${servers[0]?.url}/v1/cards/payment`,
     method: "POST",
     connections,
     warmupSeconds: size.warmup,
@@ -260,7 +310,7 @@ async function main(): Promise<void> {
   );
   step("build");
   execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
-  const ceiling = await ceilings();
+  const ceiling = only ? {} : await ceilings();
 
   step(`seed: PostgreSQL database ${appDb}`);
   await pgs.create(appDb);
@@ -269,7 +319,8 @@ async function main(): Promise<void> {
     const env = emisorEnv({ DATABASE_URL: pgs.urlOf(appDb) });
     const server = await ServerProcess.emisor(env);
     try {
-      await runScenarios(server, env, ceiling);
+      if (only) await hotProcessesAlone(server, env);
+      else await runScenarios(server, env, ceiling);
     } finally {
       await server.stop();
     }
@@ -279,8 +330,20 @@ async function main(): Promise<void> {
     await pgs.drop(appDb);
     process.stdout.write(`dropped database ${appDb}\n`);
   }
-  await pgliteScenario();
+  if (!only) await pgliteScenario();
   report();
+}
+
+/** `--only=hot-processes`: the tenant and its hot cards, then that scenario. */
+async function hotProcessesAlone(server: ServerProcess, env: Record<string, string>): Promise<void> {
+  const root = await seed.createTenantWithCli(env, server.url, "100000000.00");
+  const hot = await seed.seedCards(server.url, root, size.hotCards, { commission: 5 });
+  await hotAccountProcesses(
+    server,
+    env,
+    root,
+    hot.map((card) => card.id),
+  );
 }
 
 async function runScenarios(
@@ -404,6 +467,7 @@ async function runScenarios(
   await transfersOut(server, root, transferCards, hotNow.rps);
   await listing(server, root);
   await scalingCurve(server, root, hotIds, hot64);
+  await hotAccountProcesses(server, env, root, hotIds);
   if (size.history > 0) await growth(server, root, hotIds);
 }
 
@@ -779,6 +843,55 @@ async function scalingCurve(
 }
 
 /**
+ * The hot account served by three processes of Emisor on the same database against one, back to
+ * back in the same run (the machine drifts over minutes): 64 connections in both, split 22/21/21
+ * over the three. Every payment debits the same payer row, so the processes' batches queue on its
+ * lock; what the processes add is more batches in flight and the CPU of three event loops on the
+ * same cores. The target: at least 0.9 of one process, with no errors and a bounded p99.
+ */
+async function hotAccountProcesses(
+  server: ServerProcess,
+  env: Record<string, string>,
+  root: seed.Client,
+  cards: string[],
+): Promise<void> {
+  step("hot account: three processes against one");
+  const one = await hotPayments(server, root, cards, 64, "payment, hot account, one process");
+  const others = await Promise.all([ServerProcess.emisor(env), ServerProcess.emisor(env)]);
+  try {
+    const three = await hotPayments(
+      [server, ...others],
+      root,
+      cards,
+      64,
+      "payment, hot account, three processes",
+    );
+    const kept = ratio(three.rps, one.rps);
+    record({
+      key: "payment_hot_3_processes_rps",
+      figure: "payment, hot account, three processes (64 connections over three)",
+      value: three.rps,
+      unit: "req/s",
+      ceiling: one.rps,
+      ratio: kept,
+      target: ">= 0.9 x one process",
+      pass: kept >= 0.9,
+      detail: `one process ${one.rps} req/s p99 ${one.p99} ms; three p99 ${three.p99} ms`,
+    });
+    record({
+      key: "payment_hot_3_processes_p99_ms",
+      figure: "payment, hot account, three processes p99 (worst process)",
+      value: three.p99,
+      unit: "ms",
+      target: "<= 2 x one process's p99 + 10 ms (no collapse)",
+      pass: three.p99 <= 2 * one.p99 + 10,
+    });
+  } finally {
+    await Promise.all(others.map((other) => other.stop()));
+  }
+}
+
+/**
  * The hot account with `size.history` journal entries seeded, against the same scenario measured
  * right before they are: the run's first hot-account figure is minutes away, and this machine's
  * speed drifts over minutes (in one run the load generator, whose work per request never changes,
@@ -897,7 +1010,7 @@ function report(): void {
   const file = path.join(
     "bench",
     "results",
-    `${new Date().toISOString().slice(0, 10)}${mode === "full" ? "" : `-${mode}`}.json`,
+    `${new Date().toISOString().slice(0, 10)}${mode === "full" ? "" : `-${mode}`}${only ? `-${only}` : ""}.json`,
   );
   const machine = {
     cores: cpus().length,

@@ -2,6 +2,7 @@ import { accessSync, closeSync, constants, openSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
 import { parseMasterKey } from "./crypto/keys.ts";
+import { parseDatabaseUrl } from "./db/hosts.ts";
 import { limits } from "./limits.ts";
 import { transferInstitutions } from "./modules/catalogs/data.ts";
 
@@ -14,6 +15,11 @@ export interface Config {
   port: number;
   /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */
   databaseUrl: string | undefined;
+  /**
+   * A streaming replica of DATABASE_URL's primary for the heavy listings, read once it has
+   * replayed every write committed before the listing began (docs/design.md, "Read replica").
+   */
+  databaseReadUrl: string | undefined;
   /** Where PGlite keeps its files and where the generated master key lives. */
   dataDir: string;
   /** 32 bytes, hex or Base64; derives every other at-rest key. */
@@ -69,6 +75,7 @@ export const configVariables = [
   "HOST",
   "PORT",
   "DATABASE_URL",
+  "DATABASE_READ_URL",
   "EMISOR_DATA_DIR",
   "EMISOR_MASTER_KEY",
   "EMISOR_TOKEN_TTL_SECONDS",
@@ -231,15 +238,25 @@ function listenHost(env: Env): string {
  * answered "getaddrinfo ENOTFOUND base" or "Invalid URL". The value is never echoed: it may hold
  * a password.
  */
-function databaseUrl(env: Env): string | undefined {
-  const raw = optional(env, "DATABASE_URL");
+function databaseUrl(env: Env, name = "DATABASE_URL"): string | undefined {
+  const raw = optional(env, name);
   if (raw === undefined) return undefined;
+  let parsed: ReturnType<typeof parseDatabaseUrl>;
+  try {
+    parsed = parseDatabaseUrl(raw);
+  } catch (error) {
+    throw new ConfigError(`${name}: ${(error as Error).message}`);
+  }
+  // Several hosts: each was checked by the parser; the rest of the URL is checked on the first's.
+  checkPostgresUrl(name, parsed ? parsed.urlFor(parsed.hosts[0] ?? { host: "h", port: 5432 }) : raw);
+  return raw;
+}
+
+function checkPostgresUrl(name: string, raw: string): void {
   const form = "postgres://user:password@host:5432/database (or postgresql://)";
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(raw)?.[1]?.toLowerCase();
   if (scheme !== "postgres" && scheme !== "postgresql")
-    throw new ConfigError(
-      `DATABASE_URL must be a PostgreSQL URL, ${form}; it does not start with postgres://`,
-    );
+    throw new ConfigError(`${name} must be a PostgreSQL URL, ${form}; it does not start with postgres://`);
   const authority = raw.slice(scheme.length + 3).split(/[/?#]/)[0] ?? "";
   const hostAndPort = authority.slice(authority.lastIndexOf("@") + 1);
   const port = /^(?:\[[^\]]*\]|[^:]*):(.*)$/.exec(hostAndPort)?.[1];
@@ -251,7 +268,7 @@ function databaseUrl(env: Env): string | undefined {
     // Not echoed either: with an unencoded "/", "?" or "#" in the password, what reads as the port
     // here is part of the password.
     throw new ConfigError(
-      "DATABASE_URL's port must be a number from 1 to 65535 (special characters in the user name or password must be percent-encoded)",
+      `${name}'s port must be a number from 1 to 65535 (special characters in the user name or password must be percent-encoded)`,
     );
   // As pg-connection-string parses it: spaces and stray % signs encoded, an empty host allowed
   // before a path (the socket directory then comes in ?host=).
@@ -260,9 +277,16 @@ function databaseUrl(env: Env): string | undefined {
     : raw;
   if (!URL.canParse(text) && !URL.canParse(text.replace("@/", "@___DUMMY___/")))
     throw new ConfigError(
-      `DATABASE_URL must be a PostgreSQL URL, ${form}; it is not a valid URL (special characters in the user name or password must be percent-encoded)`,
+      `${name} must be a PostgreSQL URL, ${form}; it is not a valid URL (special characters in the user name or password must be percent-encoded)`,
     );
-  return raw;
+}
+
+/** A replica for the heavy listings: only beside a primary of DATABASE_URL. */
+function databaseReadUrl(env: Env, primary: string | undefined): string | undefined {
+  const url = databaseUrl(env, "DATABASE_READ_URL");
+  if (url !== undefined && primary === undefined)
+    throw new ConfigError("DATABASE_READ_URL needs DATABASE_URL: the embedded engine has no replicas");
+  return url;
 }
 
 /** Checked here, before the database is opened, rather than when the keys are first derived. */
@@ -349,6 +373,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: listenHost(env),
     port: integer(env, "PORT", 3000, 0, 65535),
     databaseUrl: database,
+    databaseReadUrl: databaseReadUrl(env, database),
     dataDir: dataDirectory(env, database === undefined || (sandbox && master === undefined)),
     masterKey: master,
     tokenTtlSeconds: integer(env, "EMISOR_TOKEN_TTL_SECONDS", 3600, 1, 7 * 24 * 3600),

@@ -3,6 +3,8 @@ import type { Config } from "./config.ts";
 import { deriveKeyRing, type KeyRing, loadMasterKey } from "./crypto/keys.ts";
 import { loadOrCreateSystemKey, type SystemKey } from "./crypto/rsa.ts";
 import type { Database, Db } from "./db/database.ts";
+import { type ListingReads, primaryListings, ReplicaListings } from "./db/listings.ts";
+import { limits } from "./limits.ts";
 import { AuthService } from "./modules/auth/service.ts";
 import { CardholderLookups } from "./modules/cardholders/lookups.ts";
 import { CardCache } from "./modules/cards/card-cache.ts";
@@ -42,12 +44,15 @@ export interface AppContext {
   paymentCounters: PaymentCounters;
   /** The card network's messages; authorizations are decided in batches. */
   cardMessages: CardMessages;
+  /** Where the heavy listings read: the replica of DATABASE_READ_URL once caught up, or `db`. */
+  listings: ListingReads;
 }
 
 export async function createContext(
   config: Config,
   database: Database,
   warn: FastifyBaseLogger["warn"] | ((message: string) => void),
+  replica?: Database,
 ): Promise<AppContext> {
   const master = loadMasterKey({
     masterKey: config.masterKey,
@@ -93,6 +98,12 @@ export async function createContext(
     cardCache: new CardCache(),
     paymentCounters: counters,
     cardholderLookups: new CardholderLookups(database.db),
+    listings: replica
+      ? new ReplicaListings(database, replica, {
+          waitMs: limits.listingReplicaWaitMs,
+          pollMs: limits.listingReplicaPollMs,
+        })
+      : primaryListings(database),
     cardMessages: new CardMessages(
       { db: database.db, keys, systemKey, sandbox: config.sandbox },
       {

@@ -114,6 +114,19 @@ export const limits = {
   cipherTextLengthMax: 1024,
   /** How long a request may wait for a database connection before 503. */
   dbAcquireTimeoutMs: 5_000,
+  /**
+   * A multi-host DATABASE_URL: how long each host may take to answer when the hosts are tried in
+   * turn (after a failure), so one frozen host does not hold up finding the primary.
+   */
+  dbHostProbeTimeoutMs: 2_000,
+  /**
+   * DATABASE_READ_URL: how long a listing waits for the replica to replay the writes committed
+   * before it began; past this it reads the primary. Also the bound on how stale a listing can
+   * be: never (it waits or moves), at the cost of this much latency at most.
+   */
+  listingReplicaWaitMs: 1_000,
+  /** How often a waiting listing's replica is asked how far it has replayed. */
+  listingReplicaPollMs: 5,
   /** How long one SQL statement may run before it is cancelled. */
   dbStatementTimeoutMs: 15_000,
   /**

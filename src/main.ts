@@ -32,9 +32,19 @@ export async function runServer(
     onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
     warn: (message) => logger.warn(message),
   });
+  // The replica is a copy: migrations reach it through replication, never run on it.
+  const replica = config.databaseReadUrl
+    ? await openDatabase({
+        databaseUrl: config.databaseReadUrl,
+        poolSize: config.dbPoolSize,
+        queryTimeoutMs: config.dbQueryTimeoutMs,
+        preparedStatements: config.dbPreparedStatements,
+        onPoolError: (error) => logger.warn({ err: error }, "read replica connection failed"),
+      })
+    : undefined;
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");
-  const ctx = await createContext(config, database, (message: string) => logger.warn(message));
+  const ctx = await createContext(config, database, (message: string) => logger.warn(message), replica);
   const shutdown = { closing: false };
   const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
   const connections = trackConnections(app.server);
@@ -66,7 +76,7 @@ export async function runServer(
     step("stopping the webhook worker");
     await workers?.webhooks.stop();
     step("closing the database");
-    await database.close();
+    await Promise.all([database.close(), replica?.close()]);
   });
   return { app, stop };
 }

@@ -14,6 +14,7 @@ import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
 import { isDatabaseUnavailable, markOutcomeUnknown } from "./failures.ts";
 import { FairGate } from "./fair-gate.ts";
+import { failoverClient, type HostPort, HostSet, parseDatabaseUrl } from "./hosts.ts";
 import { PGliteDialect } from "./pglite-dialect.ts";
 import type { Schema } from "./schema.ts";
 import { currentTenant } from "./tenant-scope.ts";
@@ -141,8 +142,13 @@ const clusterEntry = /^(PG_VERSION|base|global|pg_[\w.]+|postgresql(\.auto)?\.co
 
 async function openPostgres(databaseUrl: string, options: DatabaseOptions): Promise<Database> {
   const poolSize = options.poolSize ?? 20;
+  const parsed = parseDatabaseUrl(databaseUrl);
+  const hosts = parsed && new HostSet(parsed, limits.dbHostProbeTimeoutMs);
   const pool = new pg.Pool({
-    connectionString: databaseUrl,
+    // Several hosts: the URL of the first stands for them all (user, database, options), and each
+    // connection goes to the host the set picks.
+    connectionString: parsed && hosts ? parsed.urlFor(parsed.hosts[0] as HostPort) : databaseUrl,
+    ...(hosts ? { Client: failoverClient(hosts) } : {}),
     max: poolSize,
     connectionTimeoutMillis: limits.dbAcquireTimeoutMs,
     idleTimeoutMillis: 30_000,
@@ -175,6 +181,7 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
         new StatementNames(options.preparedStatements ?? limits.dbPreparedStatementsMax),
         // The pool's own queue is one line for everyone; the gate in front of it takes turns.
         new FairGate(poolSize, limits.dbAcquireTimeoutMs),
+        hosts !== undefined,
       ),
     }),
   });
@@ -268,6 +275,7 @@ function withQueryDeadline(
   timeoutMs: number,
   names: StatementNames,
   gate: FairGate,
+  severalHosts: boolean,
 ): PostgresPool {
   return {
     connect: async () => {
@@ -275,7 +283,12 @@ function withQueryDeadline(
       await gate.acquire(tenant);
       let client: pg.PoolClient;
       try {
-        client = await pool.connect();
+        // A failed connection to one of several hosts sends the next to another (a failover):
+        // tried once more at once, so the request is not refused while a primary answers.
+        client = await pool.connect().catch((error: unknown) => {
+          if (!severalHosts) throw error;
+          return pool.connect();
+        });
       } catch (error) {
         gate.release(tenant);
         throw error;

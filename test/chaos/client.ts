@@ -37,12 +37,13 @@ export class CarefulClient {
     status5xx: 0,
     reLogins: 0,
   };
-  readonly #base: string;
+  /** The processes behind one service: each attempt goes to one at random, as a load balancer. */
+  readonly #bases: string[];
   readonly #abortProbability: number;
   readonly #attemptTimeoutMs: number;
 
-  constructor(base: string, options: { abortProbability: number; attemptTimeoutMs: number }) {
-    this.#base = base;
+  constructor(base: string | string[], options: { abortProbability: number; attemptTimeoutMs: number }) {
+    this.#bases = typeof base === "string" ? [base] : base;
     this.#abortProbability = options.abortProbability;
     this.#attemptTimeoutMs = options.attemptTimeoutMs;
   }
@@ -71,7 +72,8 @@ export class CarefulClient {
             controller.abort();
           }, dropAfterMs);
     try {
-      const response = await fetch(`${this.#base}${path}`, {
+      const base = this.#bases[Math.floor(Math.random() * this.#bases.length)] ?? this.#bases[0];
+      const response = await fetch(`${base}${path}`, {
         method,
         headers: {
           ...(body === undefined ? {} : { "content-type": "application/json" }),

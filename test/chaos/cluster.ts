@@ -18,6 +18,8 @@ export class PrivateCluster {
   readonly port: number;
   readonly #dir: string;
   readonly #asRoot: boolean;
+  /** Extra server settings (a primary's synchronous standby). */
+  #settings = "";
 
   private constructor(dir: string, port: number) {
     this.#dir = dir;
@@ -25,10 +27,21 @@ export class PrivateCluster {
     this.#asRoot = process.getuid?.() === 0;
   }
 
-  static async create(): Promise<PrivateCluster> {
+  static async #empty(): Promise<PrivateCluster> {
     const dir = mkdtempSync(path.join(tmpdir(), "emisor-chaos-pg-"));
     const cluster = new PrivateCluster(dir, await freePort());
     if (cluster.#asRoot) chownSync(dir, ...(await postgresIds()));
+    return cluster;
+  }
+
+  /**
+   * A primary whose commits wait for the standby `synchronousStandby` (its application_name) to
+   * have the commit on disk, so a commit a client saw survives the primary's loss.
+   */
+  static async create(options: { synchronousStandby?: string } = {}): Promise<PrivateCluster> {
+    const cluster = await PrivateCluster.#empty();
+    if (options.synchronousStandby)
+      cluster.#settings = ` -c synchronous_standby_names=${options.synchronousStandby} -c synchronous_commit=on`;
     await cluster.#pg("initdb", [
       "-D",
       cluster.#data,
@@ -42,6 +55,45 @@ export class PrivateCluster {
     ]);
     await cluster.#ctl(["start", "-l", cluster.#log, "-o", cluster.#options]);
     return cluster;
+  }
+
+  /**
+   * A streaming standby of this cluster, copied with pg_basebackup and named `name` (the
+   * application_name a primary's synchronous_standby_names lists). Hot: it answers reads.
+   */
+  async createStandby(name: string): Promise<PrivateCluster> {
+    const standby = await PrivateCluster.#empty();
+    await standby.#pg("pg_basebackup", [
+      "-D",
+      standby.#data,
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(this.port),
+      "-U",
+      "postgres",
+      "-X",
+      "stream",
+      "-R",
+      "--no-sync",
+    ]);
+    // The primary_conninfo -R wrote, with the name the primary waits for.
+    await standby.#pg("sh", [
+      "-c",
+      `echo "primary_conninfo = 'host=127.0.0.1 port=${this.port} user=postgres application_name=${name}'" >> ${path.join(standby.#data, "postgresql.auto.conf")}`,
+    ]);
+    await standby.#ctl(["start", "-l", standby.#log, "-o", standby.#options]);
+    return standby;
+  }
+
+  /** Ends recovery: the standby becomes a primary that takes writes. */
+  async promote(): Promise<void> {
+    await this.#ctl(["promote"]);
+  }
+
+  /** A crash with no start: the server is gone (its host lost). */
+  async crash(): Promise<void> {
+    await this.#ctl(["stop", "-m", "immediate"]);
   }
 
   get url(): string {
@@ -73,7 +125,7 @@ export class PrivateCluster {
 
   get #options(): string {
     // fsync stays on: a restart in immediate mode must keep every committed transaction.
-    return `-p ${this.port} -k ${this.#dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on`;
+    return `-p ${this.port} -k ${this.#dir} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=on${this.#settings}`;
   }
 
   #ctl(args: string[]): Promise<unknown> {
@@ -81,7 +133,7 @@ export class PrivateCluster {
   }
 
   async #pg(tool: string, args: string[]): Promise<void> {
-    const command = path.join(bin, tool);
+    const command = tool === "sh" ? tool : path.join(bin, tool);
     if (this.#asRoot) await run("runuser", ["-u", "postgres", "--", command, ...args], { timeout: 120_000 });
     else await run(command, args, { timeout: 120_000 });
   }

@@ -106,3 +106,57 @@ export class EmisorProcess {
     this.#log.end();
   }
 }
+
+/**
+ * Several Emisor processes on one database, each on its own port, as a load balancer's pool: the
+ * bank test's clients spread their attempts over `bases`, and a fault kills one process while the
+ * others serve. The first starts alone (it migrates, and on a first start creates the sandbox
+ * tenant, which two first starts at once could both create); the rest start together.
+ */
+export class EmisorFleet {
+  readonly members: EmisorProcess[];
+  readonly bases: string[];
+
+  constructor(members: EmisorProcess[], bases: string[]) {
+    this.members = members;
+    this.bases = bases;
+  }
+
+  get banner(): string {
+    return this.members[0]?.banner ?? "";
+  }
+
+  get unexpectedExits(): number {
+    return this.members.reduce((sum, member) => sum + member.unexpectedExits, 0);
+  }
+
+  async start(): Promise<void> {
+    const [first, ...rest] = this.members;
+    await first?.start();
+    await Promise.all(rest.map((member) => member.start()));
+  }
+
+  /** Starts again any member that is not running (after a fault). */
+  async restartStopped(): Promise<void> {
+    await Promise.all(this.members.filter((member) => !member.running).map((member) => member.start()));
+  }
+
+  pick(): EmisorProcess {
+    const member = this.members[Math.floor(Math.random() * this.members.length)] ?? this.members[0];
+    if (!member) throw new Error("an empty fleet");
+    return member;
+  }
+
+  async kill(): Promise<void> {
+    await Promise.all(this.members.map((member) => member.kill()));
+  }
+
+  /** SIGTERM to every member at once; the exit codes. */
+  async terminate(): Promise<Array<number | null>> {
+    return Promise.all(this.members.map((member) => member.terminate()));
+  }
+
+  close(): void {
+    for (const member of this.members) member.close();
+  }
+}

@@ -12,6 +12,11 @@
  *   ... -- --pglite               on the embedded engine instead: Emisor runs on a data directory
  *                                 (the database inside its process), so the fault is SIGKILL of
  *                                 both; the books are checked between each kill and the restart
+ *   ... -- --scale                three Emisor processes behind PgBouncer (transaction mode), the
+ *                                 clients spreading over them; a fault kills one process
+ *   ... -- --failover             three processes on a primary and its synchronous standby, named
+ *                                 both in one DATABASE_URL; once under load the primary is lost
+ *                                 and the standby promoted, and the processes follow it by themselves
  *
  * Prints the counts as its last lines; exits 1 on any violation.
  */
@@ -20,7 +25,6 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { Postgres } from "../../bench/lib/pg.ts";
 import * as seed from "../../bench/lib/seed.ts";
 import { buildClabe } from "../../src/domain/clabe.ts";
 import type { Decider } from "../helpers/decider.ts";
@@ -35,13 +39,21 @@ import {
   type Violations,
 } from "./checks.ts";
 import { type Answer, CarefulClient, type Session } from "./client.ts";
-import { freePort, PrivateCluster } from "./cluster.ts";
+import { freePort } from "./cluster.ts";
 import { withEmbeddedBooks } from "./embedded.ts";
-import { EmisorProcess } from "./emisor.ts";
+import { EmisorFleet, EmisorProcess } from "./emisor.ts";
+import { PrivateBouncer } from "./pgbouncer.ts";
 import { cardNetworkSecret, chaosControls, purchaseStory, setUpPurchaseRules } from "./purchases.ts";
+import { type Shape, Topology } from "./topology.ts";
 
 const ci = process.argv.includes("--ci");
 const embedded = process.argv.includes("--pglite");
+const shape: Shape = process.argv.includes("--failover")
+  ? "failover"
+  : process.argv.includes("--scale")
+    ? "bouncer"
+    : "single";
+const processes = shape === "single" ? 1 : 3;
 const plan = ci
   ? { minSeconds: 35, maxSeconds: 120, cycles: 2, eachKind: 1, retries: 0, abort: 0.1, gapMs: [3000, 6000] }
   : {
@@ -191,19 +203,28 @@ function newOp(kind: Kind, tenant: Tenant): OpRecord | undefined {
   }
 }
 
-let emisor: EmisorProcess | undefined;
+let emisor: EmisorFleet | undefined;
 let deciders: Decider[] = [];
 
 async function main(): Promise<number> {
   const violations: Violations = [];
   const work = mkdtempSync(path.join(tmpdir(), "emisor-chaos-"));
+  if (embedded && shape !== "single") throw new Error("--scale and --failover need PostgreSQL, not --pglite");
+  if (shape === "bouncer" && !PrivateBouncer.available())
+    throw new Error("--scale needs pgbouncer (apt-get install pgbouncer; .ci/run installs it)");
+  const where = {
+    single: "PostgreSQL",
+    bouncer: "PostgreSQL behind PgBouncer",
+    failover: "a primary and a synchronous standby",
+  };
   say(
-    `${ci ? "CI" : "full"} run on ${embedded ? "the embedded engine (PGlite)" : "PostgreSQL"}; files in ${work}`,
+    `${ci ? "CI" : "full"} run on ${embedded ? "the embedded engine (PGlite)" : where[shape]}, ${processes} Emisor process(es); files in ${work}`,
   );
   say("build");
   execFileSync("npm", ["run", "build", "--silent"], { stdio: "inherit" });
   if (!embedded) say("private PostgreSQL cluster");
-  const cluster = embedded ? undefined : await PrivateCluster.create();
+  const database = "emisor";
+  const cluster = embedded ? undefined : await Topology.create(shape, database);
   // Interrupted (Ctrl-C, a CI timeout): the private cluster and Emisor must not outlive the test.
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.once(signal, () => {
@@ -214,21 +235,22 @@ async function main(): Promise<number> {
         .finally(() => process.exit(130));
     });
   }
-  const pgs = cluster && new Postgres(cluster.url);
-  const database = "emisor";
-  if (pgs) await pgs.sql("postgres", `create database ${database}`);
   const dataDir = path.join(work, "data");
-  /** The books: PostgreSQL's at any time; the embedded directory's only while Emisor is stopped. */
+  /**
+   * The books: the current primary's at any time (after a failover, the promoted standby's); the
+   * embedded directory's only while Emisor is stopped.
+   */
   const readBooks = <T>(use: (books: Books) => Promise<T>): Promise<T> =>
-    pgs ? use(pgs) : withEmbeddedBooks(dataDir, use);
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
+    cluster ? use(cluster.books) : withEmbeddedBooks(dataDir, use);
+  const ports = await Promise.all(Array.from({ length: processes }, () => freePort()));
+  const bases = ports.map((port) => `http://127.0.0.1:${port}`);
+  const base = bases[0] ?? "";
   const journal = path.join(work, "spei-simulator.jsonl");
   const env = {
-    ...(pgs
-      ? { DATABASE_URL: pgs.urlOf(database), EMISOR_DB_QUERY_TIMEOUT_MS: "5000" }
+    ...(cluster
+      ? { ...cluster.emisorEnv(), EMISOR_DB_QUERY_TIMEOUT_MS: "5000" }
       : { DATABASE_URL: "", EMISOR_DATA_DIR: dataDir }),
-    PORT: String(port),
+    PORT: String(ports[0]),
     EMISOR_MASTER_KEY: randomBytes(32).toString("hex"),
     EMISOR_SPEI_WEBHOOK_SECRET: "chaos-rail-secret",
     EMISOR_CARD_NETWORK_SECRET: cardNetworkSecret,
@@ -240,10 +262,19 @@ async function main(): Promise<number> {
     EMISOR_RATE_LIMIT_PER_SECOND: "0",
     LOG_LEVEL: process.env.CHAOS_LOG_LEVEL || "warn",
   };
-  emisor = new EmisorProcess(env, path.join(work, "emisor.log"));
+  emisor = new EmisorFleet(
+    ports.map(
+      (port, i) =>
+        new EmisorProcess(
+          { ...env, PORT: String(port) },
+          path.join(work, processes > 1 ? `emisor-${i}.log` : "emisor.log"),
+        ),
+    ),
+    bases,
+  );
   const crashes = { emisorKilled: 0, postgresRestarted: 0 };
   const counts = { reads: 0, readFailures: 0, snapshots: 0, snapshotsSkipped: 0, eventPolls: 0 };
-  const client = new CarefulClient(base, { abortProbability: plan.abort, attemptTimeoutMs: 15_000 });
+  const client = new CarefulClient(bases, { abortProbability: plan.abort, attemptTimeoutMs: 15_000 });
   const ops: OpRecord[] = [];
   try {
     await emisor.start();
@@ -359,11 +390,16 @@ async function main(): Promise<number> {
       ...(embedded ? [] : [snapshots()]),
     ];
     let turn = 0;
+    let restarting: Promise<void> | undefined;
+    let failedOverAt = 0;
     const enough = () => {
       const seconds = (Date.now() - loadStarted) / 1000;
       if (seconds >= plan.maxSeconds) return true;
       return (
         seconds >= plan.minSeconds &&
+        !cluster?.canFailOver &&
+        // Load on the promoted standby too, not only up to the failover.
+        Date.now() - failedOverAt >= 10_000 &&
         crashes.emisorKilled + crashes.postgresRestarted >= plan.cycles &&
         Math.min(crashes.emisorKilled, embedded ? plan.eachKind : crashes.postgresRestarted) >=
           plan.eachKind &&
@@ -373,10 +409,18 @@ async function main(): Promise<number> {
     while (!enough()) {
       const [low, high] = plan.gapMs as [number, number];
       await sleep(low + Math.random() * (high - low));
+      await restarting;
+      restarting = undefined;
+      await emisor.restartStopped();
       // Alternate, with a coin now and then, so neither kind starves.
       const killEmisor = turn % 2 === 0 ? Math.random() < 0.8 : Math.random() < 0.2;
       turn += 1;
-      if (embedded) {
+      if (cluster?.canFailOver && crashes.emisorKilled + crashes.postgresRestarted >= 2) {
+        say("failover: the primary is lost, the standby promoted");
+        const ms = await cluster.failover();
+        failedOverAt = Date.now();
+        say(`failover: the standby took writes ${ms} ms after the primary was lost`);
+      } else if (embedded) {
         await emisor.kill();
         crashes.emisorKilled += 1;
         // The directory as the next start finds it: recovered, balanced, exactly as answered.
@@ -384,19 +428,27 @@ async function main(): Promise<number> {
         counts.snapshots += 1;
         await emisor.start();
       } else if (killEmisor) {
-        await emisor.kill();
+        // One process of the fleet (the only one in the original form): the others serve on.
+        const victim = emisor.pick();
+        await victim.kill();
         crashes.emisorKilled += 1;
         await sleep(Math.random() * 500);
-        await emisor.start();
+        // With others serving, the restart overlaps the next gap (a start takes seconds on a
+        // loaded machine); it is awaited before the next fault.
+        const starting = victim.start();
+        if (processes === 1) await starting;
+        else restarting = starting;
       } else {
-        await cluster?.restartImmediate();
+        await cluster?.restartPrimary();
         crashes.postgresRestarted += 1;
       }
-      if (!emisor.running) await emisor.start();
+      if (!restarting) await emisor.restartStopped();
       say(
         `crashes: Emisor ${crashes.emisorKilled}${embedded ? "" : `, PostgreSQL ${crashes.postgresRestarted}`}; ops ${ops.length}, retries ${client.stats.retries}, dropped ${client.stats.aborted}`,
       );
     }
+    await restarting;
+    await emisor.restartStopped();
     say("faults over; every operation retried until answered");
     loadOver = true;
     giveUpAt = Date.now() + 180_000;
@@ -435,9 +487,10 @@ async function main(): Promise<number> {
       }),
     );
     const terminating = Date.now();
-    const exitCode = await emisor.terminate();
-    say(`SIGTERM: exit code ${exitCode} after ${Date.now() - terminating} ms`);
-    if (exitCode !== 0) violations.push(`SIGTERM at the end: exit code ${exitCode}`);
+    const exitCodes = await emisor.terminate();
+    say(`SIGTERM: exit code(s) ${exitCodes.join(", ")} after ${Date.now() - terminating} ms`);
+    if (exitCodes.some((code) => code !== 0))
+      violations.push(`SIGTERM at the end: exit code(s) ${exitCodes.join(", ")}`);
     if (emisor.unexpectedExits > 0)
       violations.push(`Emisor exited by itself ${emisor.unexpectedExits} time(s)`);
     for (const [op, result] of replays)
@@ -475,7 +528,7 @@ async function main(): Promise<number> {
     }
     const lines = [
       "",
-      `== bank test with faults (${ci ? "CI form" : "full"}), ${violations.length === 0 ? "PASSED" : "FAILED"}`,
+      `== bank test with faults (${ci ? "CI form" : "full"}${shape === "single" ? "" : `, ${shape === "bouncer" ? "three processes behind PgBouncer" : "three processes, failover"}`}), ${violations.length === 0 ? "PASSED" : "FAILED"}`,
       ...violations.slice(0, 50).map((v) => `VIOLATION: ${v}`),
       `load: ${loadSeconds} s under faults, ${Math.round((Date.now() - started) / 1000)} s in all; ${workers} workers, ${readers} readers`,
       `operations: ${ops.length} (${[...byKind].map(([k, r]) => `${k} ${r.ok} ok/${r.rejected} 4xx/${r.unanswered} unanswered`).join(", ")})`,
@@ -484,7 +537,7 @@ async function main(): Promise<number> {
       `reads: ${counts.reads - counts.readFailures} answered 200 (${counts.readFailures} more attempts unanswered or non-200 while a crash was under way); replays checked: ${sample.length}`,
       embedded
         ? `crashes survived: Emisor with its embedded engine SIGKILL ${crashes.emisorKilled}`
-        : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}, PostgreSQL immediate restart ${crashes.postgresRestarted}`,
+        : `crashes survived: Emisor SIGKILL ${crashes.emisorKilled}${processes > 1 ? ` (one of ${processes} processes each time)` : ""}, PostgreSQL immediate restart ${crashes.postgresRestarted}${cluster?.shape === "failover" ? `, failover to the standby ${cluster.failovers}` : ""}`,
       `event feeds: ${feeds.length} pollers walked GET /v1/events by cursor (${counts.eventPolls} polls) and saw ${feedReport.seen} events of ${feedReport.stored} stored in their subtrees; missed ${feedReport.missed}, seen twice ${feedReport.duplicated}`,
       `card messages: ${[...cards.outcomes].map(([outcome, n]) => `${outcome} ${n}`).join(", ")}; partial approvals ${cards.partial}, clearings over tolerance ${cards.overTolerance}, cards owing at the end ${cards.owingCards}; ${cards.checks} checks`,
       `authorizations: declined by reason ${[...cards.declines].map(([reason, n]) => `${reason} ${n}`).join(", ") || "none"}; the client's decision ${[...cards.decisions].map(([status, n]) => `${status} ${n}`).join(", ")}`,

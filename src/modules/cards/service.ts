@@ -402,7 +402,7 @@ export async function cardMovements(
   const cursor = query.cursor === undefined ? undefined : movementsCursor(query.cursor, listing);
   const card = await cardOrThrow(ctx.db, caller, { id });
   const page = cursor ? cursor.page + 1 : query.page;
-  const { total, rows } = await repo.listMovements(ctx.db, card.id, {
+  const { total, rows } = await repo.listMovements(await ctx.listings.reader(), card.id, {
     limit: query.perPage + 1,
     offset: (page - 1) * query.perPage,
     before: cursor?.before,

@@ -25,10 +25,12 @@ const listEventsRoute: Operation = (app, ctx) => {
     },
     async (request) =>
       ok(
-        await listEvents(ctx.db, request.caller, {
-          ...request.query,
-          limit: request.query.limit ?? limits.pageSizeDefault,
-        }),
+        await listEvents(
+          ctx.db,
+          request.caller,
+          { ...request.query, limit: request.query.limit ?? limits.pageSizeDefault },
+          ctx.listings,
+        ),
       ),
   );
 };

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/database.ts";
+import type { ListingReads } from "../../db/listings.ts";
 import { AppError, errors, invalidField } from "../../errors.ts";
 import type { Caller } from "../../http/caller.ts";
 import { createdWindow } from "../../http/schemas.ts";
@@ -70,13 +71,15 @@ async function positionOf(db: Db, cursor: string): Promise<EventPosition | undef
  * never passed by an event committed later. `next_cursor` is the cursor of the last event
  * returned (or the one given, when none is), so a client can keep it and ask for what came later.
  */
-export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery) {
+export async function listEvents(db: Db, caller: Caller, query: ListEventsQuery, listings: ListingReads) {
   const { createdFrom, createdTo } = createdWindow(query.created_from, query.created_to);
   if (query.client_id && !(await findClientInScope(db, caller.clientId, query.client_id)))
     throw new AppError(errors.clientNotFound);
   const after = query.after === undefined ? undefined : await positionOf(db, query.after);
+  // The horizon is the primary's (its running transactions); the replica is read once it has
+  // replayed past the moment the horizon was read, so it holds every event below the horizon.
   const horizon = await eventHorizon(db);
-  const rows = await listEventsInScope(db, {
+  const rows = await listEventsInScope(await listings.reader(), {
     scopeClientId: caller.clientId,
     clientId: query.client_id,
     types: query.type?.split(","),

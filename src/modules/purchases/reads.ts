@@ -35,7 +35,7 @@ export async function listAuthorizations(
     listing,
     async (before, limit) => {
       const card = await cardOrThrow(ctx.db, caller, { id: cardId });
-      return repo.listCardAuthorizations(ctx.db, card.id, { before, limit });
+      return repo.listCardAuthorizations(await ctx.listings.reader(), card.id, { before, limit });
     },
     (row) => row.created_at_text,
   );

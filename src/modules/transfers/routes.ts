@@ -57,12 +57,18 @@ const listIncomingTransfersRoute: Operation = (app, ctx) => {
     },
     async (request) => {
       const q = request.query;
-      const data = await listTransferOperations(ctx.db, request.caller, request.params.clabe, {
-        initDate: q.init_date,
-        endDate: q.end_date,
-        ...pageOf(q, { cursor: true }),
-        cursor: q.cursor,
-      });
+      const data = await listTransferOperations(
+        ctx.db,
+        request.caller,
+        request.params.clabe,
+        {
+          initDate: q.init_date,
+          endDate: q.end_date,
+          ...pageOf(q, { cursor: true }),
+          cursor: q.cursor,
+        },
+        ctx.listings,
+      );
       return ok(data);
     },
   );

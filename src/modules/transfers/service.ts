@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Db, Tx } from "../../db/database.ts";
+import type { ListingReads } from "../../db/listings.ts";
 import { buildClabe } from "../../domain/clabe.ts";
 import { maskCardNumbers } from "../../domain/luhn.ts";
 import {
@@ -309,14 +310,21 @@ export interface OperationsQuery {
  * counted without count(*) (see pagination.ts). `cursor`, when given, wins over `page`. Counters
  * and rows are read in one repeatable-read snapshot, so total, pages and items agree.
  */
-export async function listTransferOperations(db: Db, caller: Caller, clabe: string, query: OperationsQuery) {
+export async function listTransferOperations(
+  db: Db,
+  caller: Caller,
+  clabe: string,
+  query: OperationsQuery,
+  listings: ListingReads,
+) {
   checkRange(query.initDate, query.endDate);
   const listing = { clabe, initDate: query.initDate, endDate: query.endDate, perPage: query.perPage };
   const cursor = query.cursor !== undefined ? decodeCursor(query.cursor, listing) : undefined;
   const account = await repo.findCollectionAccountInScope(db, caller.clientId, clabe);
   if (!account) throw new AppError(errors.collectionAccountNotFound);
   const bounds = { initDate: query.initDate, endDate: query.endDate };
-  return db
+  const reads = await listings.reader();
+  return reads
     .transaction()
     .setIsolationLevel("repeatable read")
     .execute(async (tx) => {

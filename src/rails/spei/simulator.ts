@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { appendFileSync, closeSync, existsSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { keepLast } from "../recent.ts";
 import {
   RailUnavailableError,
@@ -27,6 +27,9 @@ import {
  * its own: after a restart (of the whole process, even SIGKILL) it still knows every order it
  * accepted, answers a re-sent one as before instead of taking it anew, and delivers the outcomes
  * it had not delivered yet. The bank test with faults compares Emisor's orders with this file.
+ * Several processes (each with its simulator) sharing one journal are one rail: before it
+ * decides a submission, a simulator reads what the others appended, so an order re-sent through
+ * another process after a crash is answered as the first time, never accepted twice.
  */
 export interface SpeiSimulatorOptions {
   settleDelayMs: number;
@@ -116,11 +119,49 @@ export class SpeiSimulator implements SpeiRail {
   #held = false;
   #closed = false;
   #sequence = 0;
+  /** Bytes of the journal already read (restored, or caught up with). */
+  #journalRead = 0;
 
   constructor(options: SpeiSimulatorOptions) {
     this.#options = options;
     this.#random = options.random ?? Math.random;
-    if (options.journalPath) this.#restore(readSpeiJournal(options.journalPath));
+    if (options.journalPath) {
+      this.#journalRead = existsSync(options.journalPath) ? statSync(options.journalPath).size : 0;
+      this.#restore(readSpeiJournal(options.journalPath));
+    }
+  }
+
+  /**
+   * What other processes appended to a shared journal since it was last read: their answers
+   * (so a re-sent order gets its first answer) and their deliveries (so an outcome restored here
+   * is not delivered again). Their pending outcomes stay theirs to deliver.
+   */
+  #catchUp(): void {
+    const file = this.#options.journalPath;
+    if (!file || !existsSync(file)) return;
+    const size = statSync(file).size;
+    if (size <= this.#journalRead) return;
+    const bytes = Buffer.alloc(size - this.#journalRead);
+    const fd = openSync(file, "r");
+    try {
+      readSync(fd, bytes, 0, bytes.length, this.#journalRead);
+    } finally {
+      closeSync(fd);
+    }
+    const text = bytes.toString("utf8");
+    const complete = text.slice(0, text.lastIndexOf("\n") + 1);
+    this.#journalRead += Buffer.byteLength(complete);
+    for (const line of complete.split("\n")) {
+      if (!line) continue;
+      const record = JSON.parse(line) as SpeiJournalRecord;
+      if (record.e === "accepted" && !this.#results.has(record.key)) {
+        // Numbered after the others' orders, as one rail numbers them.
+        this.#sequence += 1;
+        this.#results.set(record.key, { accepted: true, railReference: record.ref });
+      } else if (record.e === "refused")
+        this.#results.set(record.key, { accepted: false, detail: record.detail });
+      else if (record.e === "delivered" || record.e === "cancelled") this.#pending.delete(record.key);
+    }
   }
 
   onStateChange(handler: SpeiStateChangeHandler): void {
@@ -159,6 +200,7 @@ export class SpeiSimulator implements SpeiRail {
     await new Promise((resolve) => setImmediate(resolve));
     keepLast(this.submissions, order);
     const key = keyOf(order.operationDate, order.trackingKey);
+    this.#catchUp();
     this.#journal({ e: "submit", key });
     const known = this.#results.get(key);
     if (known) {
