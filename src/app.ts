@@ -10,6 +10,7 @@ import Fastify, {
 } from "fastify";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
+import { registerAccessLog, registerEnvelopeCode, registerRequestIdHeader } from "./http/access-log.ts";
 import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
 import {
   handleClientError,
@@ -109,6 +110,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   // plugin's context keeps the error handler of the moment it is registered.
   registerErrorHandling(app);
   registerAnonymousBodyLimit(app);
+  registerRequestIdHeader(app);
+  registerEnvelopeCode(app);
   // A request that arrives once shutdown has begun (the next one on a keep-alive connection, sent
   // before the client saw the connection close) is answered 6002 and not run: run, it could
   // commit and then find its connection closed, and the caller would pay again on retry.
@@ -138,6 +141,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   metrics.registerMetric(ctx.cardMessages.counters.decisionSeconds);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
+  registerAccessLog(app);
 
   registerAuthRoutes(app, ctx);
   registerKeyRoutes(app, ctx);

@@ -12,6 +12,8 @@ declare module "fastify" {
     idempotencyDraft: IdempotencyDraft | undefined;
     /** The exact bytes of a signed rail callback's body (set only on /v1/rails routes). */
     rawBody: Buffer | undefined;
+    /** The code of the envelope answered (access-log.ts), once it is being sent. */
+    envelopeCode: number | undefined;
   }
   interface FastifyContextConfig {
     /** false: the route needs no bearer token (login, health). Default true under /v1. */
