@@ -8,10 +8,12 @@ import Fastify, {
   type FastifyServerOptions,
   LogController,
 } from "fastify";
+import type { Metric, Registry } from "prom-client";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
 import { registerAccessLog, registerEnvelopeCode, registerRequestIdHeader } from "./http/access-log.ts";
 import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
+import { registerBacklogMetrics } from "./http/backlog-metrics.ts";
 import {
   handleClientError,
   handleFrameworkError,
@@ -21,7 +23,7 @@ import {
 import { registerHealth } from "./http/health.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
-import { registerMetrics } from "./http/metrics.ts";
+import { registerMetrics, serveMetrics } from "./http/metrics.ts";
 import { openApiOptions } from "./http/openapi.ts";
 import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
@@ -95,6 +97,25 @@ function serverOptions(ctx: AppContext, options: BuildOptions): FastifyHttpOptio
   };
 }
 
+/** The app's metrics and the process's own (its context's counters, the database's backlogs). */
+function registerAllMetrics(app: FastifyInstance, ctx: AppContext): Registry {
+  const metrics = registerMetrics(app);
+  registerEventMetrics(metrics, ctx.db);
+  registerBacklogMetrics(metrics, ctx.db);
+  const own: Metric<string>[] = [
+    ctx.paymentCounters.batches,
+    ctx.paymentCounters.payments,
+    ctx.webhookAttempts,
+    ctx.cardMessages.counters.messages,
+    ctx.cardMessages.counters.decisions,
+    ctx.cardMessages.counters.batches,
+    ctx.cardMessages.counters.decisionCalls,
+    ctx.cardMessages.counters.decisionSeconds,
+  ];
+  for (const metric of own) metrics.registerMetric(metric);
+  return metrics;
+}
+
 /**
  * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
  * health), then every module, registered by hand so the whole API surface reads here.
@@ -131,14 +152,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   registerAuth(app, ctx.auth);
   registerRateLimit(app, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
-  const metrics = registerMetrics(app);
-  registerEventMetrics(metrics, ctx.db);
-  metrics.registerMetric(ctx.paymentCounters.batches);
-  metrics.registerMetric(ctx.paymentCounters.payments);
-  metrics.registerMetric(ctx.cardMessages.counters.messages);
-  metrics.registerMetric(ctx.cardMessages.counters.batches);
-  metrics.registerMetric(ctx.cardMessages.counters.decisionCalls);
-  metrics.registerMetric(ctx.cardMessages.counters.decisionSeconds);
+  const metrics = registerAllMetrics(app, ctx);
+  serveMetrics(app, metrics);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
   registerAccessLog(app);

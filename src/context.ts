@@ -14,6 +14,7 @@ import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { KnownCards } from "./modules/transfers/known-cards.ts";
 import { SpeiStateChanges } from "./modules/transfers/state-changes.ts";
+import { type WebhookAttemptCounter, webhookAttemptCounter } from "./modules/webhooks/metrics.ts";
 import { createRails, type Rails } from "./rails/index.ts";
 
 /** What every module is built from: configuration, the database and the keys. */
@@ -42,6 +43,8 @@ export interface AppContext {
   paymentCounters: PaymentCounters;
   /** The card network's messages; authorizations are decided in batches. */
   cardMessages: CardMessages;
+  /** The webhook worker's attempts by outcome, which the app's /metrics shows. */
+  webhookAttempts: WebhookAttemptCounter;
 }
 
 export async function createContext(
@@ -100,5 +103,6 @@ export async function createContext(
         lodgingHoldDays: config.lodgingHoldDays,
       },
     ),
+    webhookAttempts: webhookAttemptCounter(),
   };
 }

@@ -137,6 +137,13 @@ export const limits = {
   transferBatchMax: 64,
   /** Rail state changes (settlements, returns) applied by one transaction, at most. */
   stateChangeBatchMax: 64,
+  /**
+   * /metrics: the backlogs read from the database (db/backlogs.ts) are kept this long, so scrapes
+   * from several Prometheus servers, or a dashboard refreshing, cost one read per interval; each
+   * count stops at `backlogCountMax` rows (a gauge at that value means "at least").
+   */
+  backlogMetricsCacheMs: 5_000,
+  backlogCountMax: 10_000,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */

@@ -81,6 +81,7 @@ function startAllWorkers(ctx: AppContext, logger: Logger) {
     vaultKey: ctx.keys.vault,
     log: logger.child({ worker: "webhooks" }),
     sandbox: ctx.config.sandbox,
+    attempts: ctx.webhookAttempts,
   }).start();
   return { webhooks, rails: startWorkers(ctx, logger) };
 }
