@@ -150,7 +150,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
 
   registerAuth(app, ctx.auth);
-  registerRateLimit(app, ctx.config.rateLimitPerSecond);
+  registerRateLimit(app, ctx.db, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerAllMetrics(app, ctx);
   serveMetrics(app, metrics);

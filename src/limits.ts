@@ -144,6 +144,12 @@ export const limits = {
    */
   backlogMetricsCacheMs: 5_000,
   backlogCountMax: 10_000,
+  /**
+   * The shared rate limit (http/rate-limit.ts): how long a process may spend tokens it leased from
+   * an API key's bucket before they are dropped, and how many keys' leases it keeps at most.
+   */
+  rateLimitLeaseMs: 1_000,
+  rateLimitSubjectsMax: 100_000,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */
