@@ -145,15 +145,21 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       done(new AppError(errors.shuttingDown, { headers: { "retry-after": "1" } }));
     });
   }
+  // With an admin port the reference and the metrics are served there only (http/admin.ts); the
+  // document is still generated here, from this app's routes.
+  const operatorRoutesHere = ctx.config.adminPort === undefined;
   await app.register(swagger, openApiOptions);
-  await app.register(swaggerUi, { routePrefix: "/docs" });
-  app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  if (operatorRoutesHere) {
+    await app.register(swaggerUi, { routePrefix: "/docs" });
+    app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  }
 
   registerAuth(app, ctx.auth);
   registerRateLimit(app, ctx.db, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
   const metrics = registerAllMetrics(app, ctx);
-  serveMetrics(app, metrics);
+  app.decorate("metricsRegistry", metrics);
+  if (operatorRoutesHere) serveMetrics(app, metrics);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
   registerAccessLog(app);

@@ -1,8 +1,13 @@
 import "fastify";
+import type { Registry } from "prom-client";
 import type { IdempotencyDraft, IdempotencyScope } from "../idempotency/store.ts";
 import type { Caller } from "./caller.ts";
 
 declare module "fastify" {
+  interface FastifyInstance {
+    /** The public app's metrics, which /metrics serves here or on the admin app. */
+    metricsRegistry: Registry;
+  }
   interface FastifyRequest {
     /** The authenticated caller; set by the auth hook on every route not marked `auth: false`. */
     caller: Caller;

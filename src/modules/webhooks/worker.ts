@@ -95,6 +95,11 @@ export class WebhookWorker {
     return this;
   }
 
+  /** Deliveries being attempted now (what a stop waits for). */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
   /** Stops claiming, aborts attempts in flight and gives them back, and waits for all of it. */
   async stop(): Promise<void> {
     this.#stop.abort();
