@@ -8,9 +8,12 @@ import Fastify, {
   type FastifyServerOptions,
   LogController,
 } from "fastify";
+import type { Metric, Registry } from "prom-client";
 import type { AppContext } from "./context.ts";
 import { AppError, errors } from "./errors.ts";
+import { registerAccessLog, registerEnvelopeCode, registerRequestIdHeader } from "./http/access-log.ts";
 import { registerAnonymousBodyLimit, registerAuth } from "./http/auth.ts";
+import { registerBacklogMetrics } from "./http/backlog-metrics.ts";
 import {
   handleClientError,
   handleFrameworkError,
@@ -20,7 +23,7 @@ import {
 import { registerHealth } from "./http/health.ts";
 import { registerJsonBody } from "./http/json-body.ts";
 import { loggerOptions, requestIdOf, requestLoggerFactory } from "./http/logger.ts";
-import { registerMetrics } from "./http/metrics.ts";
+import { registerMetrics, serveMetrics } from "./http/metrics.ts";
 import { openApiOptions } from "./http/openapi.ts";
 import { parseQuery } from "./http/querystring.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
@@ -94,6 +97,25 @@ function serverOptions(ctx: AppContext, options: BuildOptions): FastifyHttpOptio
   };
 }
 
+/** The app's metrics and the process's own (its context's counters, the database's backlogs). */
+function registerAllMetrics(app: FastifyInstance, ctx: AppContext): Registry {
+  const metrics = registerMetrics(app);
+  registerEventMetrics(metrics, ctx.db);
+  registerBacklogMetrics(metrics, ctx.db);
+  const own: Metric<string>[] = [
+    ctx.paymentCounters.batches,
+    ctx.paymentCounters.payments,
+    ctx.webhookAttempts,
+    ctx.cardMessages.counters.messages,
+    ctx.cardMessages.counters.decisions,
+    ctx.cardMessages.counters.batches,
+    ctx.cardMessages.counters.decisionCalls,
+    ctx.cardMessages.counters.decisionSeconds,
+  ];
+  for (const metric of own) metrics.registerMetric(metric);
+  return metrics;
+}
+
 /**
  * Builds the HTTP application: infrastructure first (docs, errors, auth, idempotency, metrics,
  * health), then every module, registered by hand so the whole API surface reads here.
@@ -109,6 +131,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   // plugin's context keeps the error handler of the moment it is registered.
   registerErrorHandling(app);
   registerAnonymousBodyLimit(app);
+  registerRequestIdHeader(app);
+  registerEnvelopeCode(app);
   // A request that arrives once shutdown has begun (the next one on a keep-alive connection, sent
   // before the client saw the connection close) is answered 6002 and not run: run, it could
   // commit and then find its connection closed, and the caller would pay again on retry.
@@ -121,23 +145,24 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       done(new AppError(errors.shuttingDown, { headers: { "retry-after": "1" } }));
     });
   }
+  // With an admin port the reference and the metrics are served there only (http/admin.ts); the
+  // document is still generated here, from this app's routes.
+  const operatorRoutesHere = ctx.config.adminPort === undefined;
   await app.register(swagger, openApiOptions);
-  await app.register(swaggerUi, { routePrefix: "/docs" });
-  app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  if (operatorRoutesHere) {
+    await app.register(swaggerUi, { routePrefix: "/docs" });
+    app.get("/openapi.json", { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  }
 
   registerAuth(app, ctx.auth);
-  registerRateLimit(app, ctx.config.rateLimitPerSecond);
+  registerRateLimit(app, ctx.db, ctx.config.rateLimitPerSecond);
   registerIdempotency(app, ctx.db, ctx.keys.idempotency);
-  const metrics = registerMetrics(app);
-  registerEventMetrics(metrics, ctx.db);
-  metrics.registerMetric(ctx.paymentCounters.batches);
-  metrics.registerMetric(ctx.paymentCounters.payments);
-  metrics.registerMetric(ctx.cardMessages.counters.messages);
-  metrics.registerMetric(ctx.cardMessages.counters.batches);
-  metrics.registerMetric(ctx.cardMessages.counters.decisionCalls);
-  metrics.registerMetric(ctx.cardMessages.counters.decisionSeconds);
+  const metrics = registerAllMetrics(app, ctx);
+  app.decorate("metricsRegistry", metrics);
+  if (operatorRoutesHere) serveMetrics(app, metrics);
   registerHealth(app, ctx.database);
   registerStrictQuery(app);
+  registerAccessLog(app);
 
   registerAuthRoutes(app, ctx);
   registerKeyRoutes(app, ctx);

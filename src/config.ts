@@ -13,6 +13,12 @@ import { transferInstitutions } from "./modules/catalogs/data.ts";
 export interface Config {
   host: string;
   port: number;
+  /**
+   * The admin port (/metrics, /docs, /openapi.json, /health, /ready), when set; the public port
+   * then serves none of the first three. `adminHost` defaults to `host`.
+   */
+  adminPort: number | undefined;
+  adminHost: string;
   /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */
   databaseUrl: string | undefined;
   /**
@@ -74,6 +80,8 @@ export const defaultClabeBankPrefix = "646";
 export const configVariables = [
   "HOST",
   "PORT",
+  "EMISOR_ADMIN_PORT",
+  "EMISOR_ADMIN_HOST",
   "DATABASE_URL",
   "DATABASE_READ_URL",
   "EMISOR_DATA_DIR",
@@ -221,13 +229,13 @@ const hostName = new RegExp(`^${hostLabel}(?:\\.${hostLabel})*\\.?$`);
  * The address to listen on: an IP address or a host name. A name that does not resolve, or an
  * address this machine does not have, is found by listen (see runServer).
  */
-function listenHost(env: Env): string {
-  const raw = env.HOST;
-  if (raw === undefined || raw === "") return "127.0.0.1";
+function listenHost(env: Env, name = "HOST", fallback = "127.0.0.1"): string {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
   const valid = isIP(raw) !== 0 || (raw.length <= 253 && hostName.test(raw) && !/^[0-9.]+$/.test(raw));
   if (!valid)
     throw new ConfigError(
-      `HOST must be an IP address (127.0.0.1, 0.0.0.0, ::) or a host name (localhost), without brackets or a port; got "${raw}"`,
+      `${name} must be an IP address (127.0.0.1, 0.0.0.0, ::) or a host name (localhost), without brackets or a port; got "${raw}"`,
     );
   return raw;
 }
@@ -359,6 +367,19 @@ function speiSimJournal(env: Env): string | undefined {
   return file;
 }
 
+/**
+ * EMISOR_ADMIN_PORT: unset, the public port serves everything. It may not be PORT itself (0, a
+ * free port each, excepted): both listeners would fight for it.
+ */
+function adminPort(env: Env, port: number): number | undefined {
+  const raw = optional(env, "EMISOR_ADMIN_PORT");
+  if (raw === undefined) return undefined;
+  const value = integer(env, "EMISOR_ADMIN_PORT", 0, 0, 65535);
+  if (value !== 0 && value === port)
+    throw new ConfigError(`EMISOR_ADMIN_PORT must differ from PORT (${port}): unset it to serve all on PORT`);
+  return value;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const clabeBankPrefix = env.EMISOR_CLABE_BANK_PREFIX || defaultClabeBankPrefix;
   // A CLABE whose bank code belongs to no SPEI participant can never receive a transfer.
@@ -369,9 +390,13 @@ export function loadConfig(env: Env = process.env): Config {
   const database = databaseUrl(env);
   const master = masterKey(env);
   const sandbox = sandboxMode(env);
+  const host = listenHost(env);
+  const port = integer(env, "PORT", 3000, 0, 65535);
   return {
-    host: listenHost(env),
-    port: integer(env, "PORT", 3000, 0, 65535),
+    host,
+    port,
+    adminPort: adminPort(env, port),
+    adminHost: listenHost(env, "EMISOR_ADMIN_HOST", host),
     databaseUrl: database,
     databaseReadUrl: databaseReadUrl(env, database),
     dataDir: dataDirectory(env, database === undefined || (sandbox && master === undefined)),

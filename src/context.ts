@@ -16,6 +16,7 @@ import { TransferBatcher } from "./modules/transfers/batcher.ts";
 import { sealStoredBeneficiaryCards } from "./modules/transfers/beneficiary-card.ts";
 import { KnownCards } from "./modules/transfers/known-cards.ts";
 import { SpeiStateChanges } from "./modules/transfers/state-changes.ts";
+import { type WebhookAttemptCounter, webhookAttemptCounter } from "./modules/webhooks/metrics.ts";
 import { createRails, type Rails } from "./rails/index.ts";
 
 /** What every module is built from: configuration, the database and the keys. */
@@ -46,6 +47,8 @@ export interface AppContext {
   cardMessages: CardMessages;
   /** Where the heavy listings read: the replica of DATABASE_READ_URL once caught up, or `db`. */
   listings: ListingReads;
+  /** The webhook worker's attempts by outcome, which the app's /metrics shows. */
+  webhookAttempts: WebhookAttemptCounter;
 }
 
 export async function createContext(
@@ -111,5 +114,6 @@ export async function createContext(
         lodgingHoldDays: config.lodgingHoldDays,
       },
     ),
+    webhookAttempts: webhookAttemptCounter(),
   };
 }

@@ -150,6 +150,19 @@ export const limits = {
   transferBatchMax: 64,
   /** Rail state changes (settlements, returns) applied by one transaction, at most. */
   stateChangeBatchMax: 64,
+  /**
+   * /metrics: the backlogs read from the database (db/backlogs.ts) are kept this long, so scrapes
+   * from several Prometheus servers, or a dashboard refreshing, cost one read per interval; each
+   * count stops at `backlogCountMax` rows (a gauge at that value means "at least").
+   */
+  backlogMetricsCacheMs: 5_000,
+  backlogCountMax: 10_000,
+  /**
+   * The shared rate limit (http/rate-limit.ts): how long a process may spend tokens it leased from
+   * an API key's bucket before they are dropped, and how many keys' leases it keeps at most.
+   */
+  rateLimitLeaseMs: 1_000,
+  rateLimitSubjectsMax: 100_000,
   /** Graceful shutdown: how long in-flight requests get to finish. */
   shutdownGraceMs: 10_000,
   /** Webhook endpoints one client may register. */

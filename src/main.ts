@@ -7,6 +7,7 @@ import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { type AppContext, createContext } from "./context.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
+import { buildAdminApp } from "./http/admin.ts";
 import { loggerOptions } from "./http/logger.ts";
 import { limits } from "./limits.ts";
 import { countClients } from "./modules/clients/repository.ts";
@@ -21,7 +22,7 @@ import { startWorkers } from "./workers.ts";
  */
 export async function runServer(
   config: Config,
-): Promise<{ app: FastifyInstance; stop: () => Promise<void> }> {
+): Promise<{ app: FastifyInstance; admin: FastifyInstance | undefined; stop: () => Promise<void> }> {
   const logger = pino(loggerOptions(config.logLevel) as object);
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
@@ -32,23 +33,15 @@ export async function runServer(
     onPoolError: (error) => logger.warn({ err: error }, "database connection failed"),
     warn: (message) => logger.warn(message),
   });
-  // The replica is a copy: migrations reach it through replication, never run on it.
-  const replica = config.databaseReadUrl
-    ? await openDatabase({
-        databaseUrl: config.databaseReadUrl,
-        poolSize: config.dbPoolSize,
-        queryTimeoutMs: config.dbQueryTimeoutMs,
-        preparedStatements: config.dbPreparedStatements,
-        onPoolError: (error) => logger.warn({ err: error }, "read replica connection failed"),
-      })
-    : undefined;
+  const replica = await openReplica(config, logger);
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, "migrations applied");
   const ctx = await createContext(config, database, (message: string) => logger.warn(message), replica);
   const shutdown = { closing: false };
   const app = await buildApp(ctx, { loggerInstance: logger, shutdown });
   const connections = trackConnections(app.server);
-  await listen(app, config);
+  await listen(app, { host: config.host, port: config.port, hostName: "HOST", portName: "PORT" });
+  const admin = await startAdmin(app, ctx, config, logger);
   // After listen: a start that cannot listen (the port is taken) must not create the sandbox
   // tenant, whose password is shown only by the banner of the start that creates it.
   const firstTenant =
@@ -65,20 +58,41 @@ export async function runServer(
   const base = `http://${config.host}:${port}`;
   // Started before the banner, which tells the operator (and tests) that the process is ready.
   const workers = config.workers ? startAllWorkers(ctx, logger) : undefined;
-  printBanner(config, base, firstTenant ? { ...firstTenant.apiKey, clabe: firstTenant.clabe } : undefined);
+  printBanner(
+    config,
+    { api: base, admin: admin ? baseOf(admin, config.adminHost) : undefined },
+    firstTenant ? { ...firstTenant.apiKey, clabe: firstTenant.clabe } : undefined,
+  );
   const stop = stopOnce(logger, async (step) => {
-    // In-flight requests and the rail workers' passes finish; then the rails stop (the app's
-    // onClose). Webhook attempts in flight are aborted and given back (same webhook-id later).
+    // In-flight requests (and the batches they wait for) and the rail workers' passes finish; then
+    // the rails stop (the app's onClose). Webhook attempts in flight are aborted and given back
+    // (same webhook-id later). The admin port answers /ready and /metrics until the database goes.
     shutdown.closing = true;
+    const requests = connections.requestsInFlight();
     const closing = app.close();
     connections.closeIdle();
-    await Promise.all([closing, workers?.rails.stop()]);
-    step("stopping the webhook worker");
-    await workers?.webhooks.stop();
-    step("closing the database");
-    await Promise.all([database.close(), replica?.close()]);
+    await step("requests and worker passes", { requestsInFlight: requests, workers: Boolean(workers) }, () =>
+      Promise.all([closing, workers?.rails.stop()]),
+    );
+    await step("webhook worker", { deliveriesInFlight: workers?.webhooks.inFlight ?? 0 }, async () => {
+      await workers?.webhooks.stop();
+    });
+    if (admin) await step("admin port", {}, () => admin.close());
+    await step("database", {}, () => Promise.all([database.close(), replica?.close()]));
   });
-  return { app, stop };
+  return { app, admin, stop };
+}
+
+/** The read replica of DATABASE_READ_URL, if any: a copy, so migrations reach it by replication. */
+async function openReplica(config: Config, logger: pino.Logger) {
+  if (!config.databaseReadUrl) return undefined;
+  return openDatabase({
+    databaseUrl: config.databaseReadUrl,
+    poolSize: config.dbPoolSize,
+    queryTimeoutMs: config.dbQueryTimeoutMs,
+    preparedStatements: config.dbPreparedStatements,
+    onPoolError: (error) => logger.warn({ err: error }, "read replica connection failed"),
+  });
 }
 
 /**
@@ -91,54 +105,96 @@ function startAllWorkers(ctx: AppContext, logger: Logger) {
     vaultKey: ctx.keys.vault,
     log: logger.child({ worker: "webhooks" }),
     sandbox: ctx.config.sandbox,
+    attempts: ctx.webhookAttempts,
   }).start();
   return { webhooks, rails: startWorkers(ctx, logger) };
 }
 
+type Step = (name: string, detail: Record<string, unknown>, work: () => Promise<unknown>) => Promise<void>;
+
 /**
  * A shutdown that runs once however often it is asked for, and exits the process if it outlives
- * the grace period, naming the step under way so an operator sees what held it.
+ * the grace period, naming the step under way so an operator sees what held it. Each step logs,
+ * at info, what it waited for and how long it took; the last line gives the whole time.
  */
-function stopOnce(
-  logger: Logger,
-  steps: (step: (name: string) => void) => Promise<void>,
-): () => Promise<void> {
+function stopOnce(logger: Logger, steps: (step: Step) => Promise<void>): () => Promise<void> {
   let stopping: Promise<void> | undefined;
   return () => {
     stopping ??= (async () => {
-      let current = "draining requests and worker passes";
+      const started = performance.now();
+      let current = "requests and worker passes";
       const force = setTimeout(() => {
         logger.error({ step: current, graceMs: limits.shutdownGraceMs }, "shutdown grace exceeded; exiting");
         process.exit(1);
       }, limits.shutdownGraceMs).unref();
-      await steps((name) => {
+      logger.info({ graceMs: limits.shutdownGraceMs }, "shutdown started");
+      await steps(async (name, detail, work) => {
         current = name;
+        const at = performance.now();
+        await work();
+        logger.info({ step: name, ...detail, ms: Math.round(performance.now() - at) }, "shutdown waited");
       });
       clearTimeout(force);
+      logger.info({ ms: Math.round(performance.now() - started) }, "shutdown complete");
     })();
     return stopping;
   };
 }
 
 /**
- * Listens on HOST and PORT. net's errors name neither variable ("getaddrinfo ENOTFOUND x",
- * "listen EADDRINUSE"), so the ones a setting causes are said in its terms.
+ * The admin port, when EMISOR_ADMIN_PORT is set: listening before the sandbox tenant is created,
+ * so a start that cannot take it creates none (as with PORT).
  */
-async function listen(app: FastifyInstance, config: Config): Promise<void> {
+async function startAdmin(
+  app: FastifyInstance,
+  ctx: AppContext,
+  config: Config,
+  logger: Logger,
+): Promise<FastifyInstance | undefined> {
+  if (config.adminPort === undefined) return undefined;
+  const admin = await buildAdminApp({
+    publicApp: app,
+    registry: app.metricsRegistry,
+    database: ctx.database,
+    loggerInstance: logger,
+  });
   try {
-    await app.listen({ host: config.host, port: config.port });
+    await listen(admin, {
+      host: config.adminHost,
+      port: config.adminPort,
+      hostName: "EMISOR_ADMIN_HOST",
+      portName: "EMISOR_ADMIN_PORT",
+    });
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
+  return admin;
+}
+
+/**
+ * Listens on HOST and PORT (or the admin pair). net's errors name neither variable ("getaddrinfo
+ * ENOTFOUND x", "listen EADDRINUSE"), so the ones a setting causes are said in its terms.
+ */
+async function listen(
+  app: FastifyInstance,
+  at: { host: string; port: number; hostName: string; portName: string },
+): Promise<void> {
+  const { host, port, hostName, portName } = at;
+  try {
+    await app.listen({ host, port });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? "";
     if (code === "EADDRINUSE")
-      throw new ConfigError(`PORT ${config.port} is already in use on ${config.host}: choose another PORT`);
+      throw new ConfigError(`${portName} ${port} is already in use on ${host}: choose another ${portName}`);
     if (code === "EACCES")
       throw new ConfigError(
-        `PORT ${config.port} needs privileges this process lacks on ${config.host}: choose a PORT above 1023`,
+        `${portName} ${port} needs privileges this process lacks on ${host}: choose a ${portName} above 1023`,
       );
     if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "EAI_NONAME")
-      throw new ConfigError(`HOST "${config.host}" does not resolve to an address of this machine (${code})`);
+      throw new ConfigError(`${hostName} "${host}" does not resolve to an address of this machine (${code})`);
     if (code === "EADDRNOTAVAIL" || code === "EAFNOSUPPORT")
-      throw new ConfigError(`HOST "${config.host}" is not an address of this machine (${code})`);
+      throw new ConfigError(`${hostName} "${host}" is not an address of this machine (${code})`);
     throw error;
   }
 }
@@ -149,7 +205,7 @@ async function listen(app: FastifyInstance, config: Config): Promise<void> {
  * sent a request yet (a load balancer's pre-connection, a client that gave up while connecting),
  * and server.close() waits for it until the grace period kills the process with exit code 1.
  */
-function trackConnections(server: Server): { closeIdle(): void } {
+function trackConnections(server: Server): { closeIdle(): void; requestsInFlight(): number } {
   const inFlight = new Map<Socket, number>();
   let closing = false;
   server.on("connection", (socket: Socket) => {
@@ -170,6 +226,7 @@ function trackConnections(server: Server): { closeIdle(): void } {
     });
   });
   return {
+    requestsInFlight: () => responses.size,
     closeIdle: () => {
       closing = true;
       for (const [socket, count] of inFlight) if (count === 0) socket.destroy();
@@ -179,13 +236,21 @@ function trackConnections(server: Server): { closeIdle(): void } {
   };
 }
 
+function baseOf(app: FastifyInstance, host: string): string {
+  const address = app.server.address();
+  return `http://${host}:${typeof address === "object" && address ? address.port : 0}`;
+}
+
 function printBanner(
   config: Config,
-  base: string,
+  bases: { api: string; admin: string | undefined },
   tenant?: { key: string; password: string; clabe: string },
 ): void {
   const engine = config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`;
-  const lines = [`Emisor listening on ${base} (${engine}); API docs at ${base}/docs`];
+  const base = bases.api;
+  const lines = [`Emisor listening on ${base} (${engine}); API docs at ${bases.admin ?? base}/docs`];
+  if (bases.admin)
+    lines.push(`Admin port (/metrics, /docs, /openapi.json, /health, /ready) on ${bases.admin}`);
   const key = tenant?.key ?? "<api_key>";
   const password = tenant?.password ?? "<password>";
   if (tenant) {

@@ -83,6 +83,8 @@ export function handleError(error: FastifyError | Error, request: FastifyRequest
  * its own non-envelope body (and a 414 the catalog does not have): they are malformed requests.
  */
 export function handleFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  // No hook ran (access-log.ts sets it on every other answer).
+  reply.header("x-request-id", request.id);
   if (error.code === "FST_ERR_MAX_PARAM_LENGTH") {
     return send(reply, errors.validationFailed, "A path parameter is too long");
   }

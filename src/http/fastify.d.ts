@@ -1,8 +1,13 @@
 import "fastify";
+import type { Registry } from "prom-client";
 import type { IdempotencyDraft, IdempotencyScope } from "../idempotency/store.ts";
 import type { Caller } from "./caller.ts";
 
 declare module "fastify" {
+  interface FastifyInstance {
+    /** The public app's metrics, which /metrics serves here or on the admin app. */
+    metricsRegistry: Registry;
+  }
   interface FastifyRequest {
     /** The authenticated caller; set by the auth hook on every route not marked `auth: false`. */
     caller: Caller;
@@ -12,6 +17,8 @@ declare module "fastify" {
     idempotencyDraft: IdempotencyDraft | undefined;
     /** The exact bytes of a signed rail callback's body (set only on /v1/rails routes). */
     rawBody: Buffer | undefined;
+    /** The code of the envelope answered (access-log.ts), once it is being sent. */
+    envelopeCode: number | undefined;
   }
   interface FastifyContextConfig {
     /** false: the route needs no bearer token (login, health). Default true under /v1. */

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
 import type { Bindings, ChildLoggerOptions, Logger } from "pino";
@@ -33,17 +34,23 @@ export const redactedPaths = [
 ];
 
 let nextRequestId = 0;
+/**
+ * Made ids start with a random tag of this process: behind a load balancer several processes
+ * count from 0, and an id must name one request among all of theirs.
+ */
+const processTag = randomBytes(4).toString("hex");
 
 /**
- * The request id every log line of a request carries: the caller's `X-Request-Id` when it is 1-128
- * visible ASCII characters (card numbers in it masked), otherwise one of ours. It was copied as
- * sent, 3,000 characters or a card number included.
+ * The request id every log line of a request carries, and its answer's `X-Request-Id`: the
+ * caller's `X-Request-Id` when it is 1-128 visible ASCII characters (card numbers in it masked),
+ * otherwise one of ours (`req-<process tag>-<count>`). It was copied as sent, 3,000 characters or
+ * a card number included.
  */
 export function requestIdOf(request: IncomingMessage): string {
   const sent = request.headers["x-request-id"];
   if (typeof sent === "string" && /^[\x21-\x7e]{1,128}$/.test(sent)) return maskCardNumbers(sent);
   nextRequestId = (nextRequestId + 1) & 0x7fffffff;
-  return `req-${nextRequestId.toString(36)}`;
+  return `req-${processTag}-${nextRequestId.toString(36)}`;
 }
 
 export function loggerOptions(level: string): NonNullable<FastifyServerOptions["logger"]> {

@@ -1,8 +1,22 @@
 import { Counter, Histogram } from "prom-client";
 import { type DecisionCallCounter, decisionCallCounter } from "../decisions/metrics.ts";
+import { declineReasons } from "./authorize.ts";
+
+let knownReasons: ReadonlySet<string> | undefined;
 
 /**
- * Card network messages by type and result, authorization batches by form: `at_once` (one
+ * The reason label of a decided authorization: Emisor's own reasons as they are, none for an
+ * approval. A client's decision endpoint may answer any reason of its own (^[A-Z0-9_]{1,32}$),
+ * which as labels would make series without bound: those count as CLIENT_DECLINED.
+ */
+export function decisionReasonLabel(reason: string | null): string {
+  if (reason === null) return "none";
+  knownReasons ??= new Set<string>(declineReasons);
+  return knownReasons.has(reason) ? reason : "CLIENT_DECLINED";
+}
+
+/**
+ * Card network messages by type and result, authorizations decided by result and reason, authorization batches by form: `at_once` (one
  * statement, decided on what the process knew), `reread` (that statement refused itself: a card
  * had changed or a message id was answered already, so the cards were read and the batch written
  * again), `one_by_one` (that failed too, so each message ran on its own); and the calls to clients'
@@ -11,6 +25,7 @@ import { type DecisionCallCounter, decisionCallCounter } from "../decisions/metr
  */
 export interface PurchaseCounters {
   messages: Counter<"type" | "result">;
+  decisions: Counter<"result" | "reason">;
   batches: Counter<"form">;
   decisionCalls: DecisionCallCounter;
   decisionSeconds: Histogram;
@@ -22,6 +37,12 @@ export function purchaseCounters(): PurchaseCounters {
       name: "emisor_card_messages_total",
       help: "Card network messages answered, by type and result (APPROVED, DECLINED, POSTED, RELEASED, ANSWERED); repeats not counted",
       labelNames: ["type", "result"] as const,
+      registers: [],
+    }),
+    decisions: new Counter({
+      name: "emisor_authorization_decisions_total",
+      help: "Authorizations decided, by result (APPROVED, DECLINED) and decline reason (none when approved; a client's own reason counts as CLIENT_DECLINED); repeats not counted",
+      labelNames: ["result", "reason"] as const,
       registers: [],
     }),
     batches: new Counter({

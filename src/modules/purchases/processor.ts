@@ -5,7 +5,7 @@ import { answerWhenDecided } from "./decision-recovery.ts";
 import { AuthorizationDecisions } from "./decisions.ts";
 import { EndpointCache } from "./endpoint-cache.ts";
 import type { CardMessage, PurchaseSettings } from "./message.ts";
-import { type PurchaseCounters, purchaseCounters } from "./metrics.ts";
+import { decisionReasonLabel, type PurchaseCounters, purchaseCounters } from "./metrics.ts";
 import { storedAnswer } from "./repository.ts";
 import { type MessageAnswer, type Processed, processMessage } from "./service.ts";
 import { verifyAuthorization } from "./verification.ts";
@@ -50,8 +50,12 @@ export class CardMessages {
     // would make its next batch refuse itself and read the card again.
     if (message.type !== "AUTHORIZATION" && processed.cardId)
       this.#authorizations.forgetCard(processed.cardId);
-    if (!processed.replayed)
-      this.counters.messages.inc({ type: message.type, result: processed.answer.result });
+    if (!processed.replayed) {
+      const { result, decline_reason } = processed.answer;
+      this.counters.messages.inc({ type: message.type, result });
+      if (message.type === "AUTHORIZATION")
+        this.counters.decisions.inc({ result, reason: decisionReasonLabel(decline_reason) });
+    }
     return processed;
   }
 

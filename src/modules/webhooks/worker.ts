@@ -3,6 +3,7 @@ import type { Db } from "../../db/database.ts";
 import { AppError } from "../../errors.ts";
 import { limits } from "../../limits.ts";
 import { presentEvent } from "../events/service.ts";
+import type { AttemptOutcome, WebhookAttemptCounter } from "./metrics.ts";
 import { LocalAddressRefused, post, type Resolve, resolveByDns } from "./post.ts";
 import * as repo from "./repository.ts";
 import { secretContext, signedHeaders } from "./signature.ts";
@@ -60,6 +61,7 @@ export class WebhookWorker {
   readonly #log: WorkerLogger;
   readonly #sandbox: boolean;
   readonly #resolve: Resolve;
+  readonly #attempts: WebhookAttemptCounter | undefined;
   readonly #stop = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
   /** Deliveries in flight per endpoint owner (see claimDueDeliveries' fairness). */
@@ -76,7 +78,10 @@ export class WebhookWorker {
     timing?: Partial<DeliveryTiming>;
     /** How host names are resolved (the system's resolver; tests give their own). */
     resolve?: Resolve;
+    /** Counts each recorded attempt by its outcome (the context's, which /metrics shows). */
+    attempts?: WebhookAttemptCounter;
   }) {
+    this.#attempts = options.attempts;
     this.#db = options.db;
     this.#vaultKey = options.vaultKey;
     this.#log = options.log;
@@ -88,6 +93,11 @@ export class WebhookWorker {
   start(): this {
     this.#loop ??= this.#run();
     return this;
+  }
+
+  /** Deliveries being attempted now (what a stop waits for). */
+  get inFlight(): number {
+    return this.#inFlight.size;
   }
 
   /** Stops claiming, aborts attempts in flight and gives them back, and waits for all of it. */
@@ -153,7 +163,10 @@ export class WebhookWorker {
     const outcome = await this.#send(delivery);
     try {
       if (outcome.kind === "stopped") await repo.releaseClaim(this.#db, delivery);
-      else await recordOutcome(this.#db, delivery, outcome, this.#timing);
+      else {
+        const counted = await recordOutcome(this.#db, delivery, outcome, this.#timing);
+        if (counted) this.#attempts?.inc({ outcome: counted });
+      }
     } catch (error) {
       // The lease runs out and the delivery is tried again: at least once, never lost.
       this.#log.error({ err: error, delivery_id: delivery.id }, "webhook worker could not record an attempt");
@@ -252,18 +265,21 @@ export function backoffMs(timing: DeliveryTiming, attempt: number): number {
   return Math.round(delay + Math.random() * delay * 0.1);
 }
 
-/** Records one attempt's outcome and what it means for its endpoint, in one transaction. */
+/**
+ * Records one attempt's outcome and what it means for its endpoint, in one transaction; answers
+ * what it recorded (undefined: nothing, another worker had claimed the delivery since).
+ */
 async function recordOutcome(
   db: Db,
   delivery: repo.ClaimedDelivery,
   outcome: Exclude<Outcome, { kind: "stopped" }>,
   timing: DeliveryTiming,
-): Promise<void> {
-  await db.transaction().execute(async (tx) => {
+): Promise<AttemptOutcome | undefined> {
+  return db.transaction().execute(async (tx): Promise<AttemptOutcome | undefined> => {
     if (outcome.kind === "delivered") {
       await repo.markDelivered(tx, delivery.id, outcome.statusCode);
       await repo.noteEndpointSuccess(tx, delivery.endpoint_id);
-      return;
+      return "delivered";
     }
     const last = delivery.attempts >= timing.attemptsMax;
     const recorded = await repo.recordFailedAttempt(tx, delivery, {
@@ -271,7 +287,7 @@ async function recordOutcome(
       error: outcome.error,
       retryInMs: last ? null : backoffMs(timing, delivery.attempts),
     });
-    if (!recorded) return;
+    if (!recorded) return undefined;
     const endpoint = await repo.noteEndpointFailure(tx, delivery.endpoint_id, outcome.error);
     // Disabled only when the endpoint failed for a delivery's whole retry period, with no success
     // in between: one event a receiver rejects does not disable an endpoint that otherwise works.
@@ -285,5 +301,6 @@ async function recordOutcome(
         `last error: ${outcome.error}`;
       await repo.disableEndpoint(tx, delivery.endpoint_id, reason);
     }
+    return last ? "failed" : "retrying";
   });
 }
