@@ -143,7 +143,9 @@ export async function authorize(tx: Tx, message: CardMessage, settings: Purchase
   }
   // The client decides what Emisor approved; the hold is taken first, so nothing spends it twice.
   const endpoint =
-    approved > 0n ? (await settings.endpoints?.forClients([card.client_id]))?.get(card.client_id) : undefined;
+    approved > 0n
+      ? (await settings.endpoints?.forClients([card.client_id], tx))?.get(card.client_id)
+      : undefined;
   const held = await holdOnCard(tx, message, card, approved, settings, endpoint !== undefined);
   return {
     result: "APPROVED",

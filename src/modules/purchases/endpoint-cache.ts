@@ -1,4 +1,4 @@
-import type { Db } from "../../db/database.ts";
+import type { Db, Queryable } from "../../db/database.ts";
 import { limits } from "../../limits.ts";
 import { type EffectiveEndpoint, effectiveEndpoints } from "../decisions/service.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
@@ -20,7 +20,14 @@ export class EndpointCache {
     this.#vaultKey = vaultKey;
   }
 
-  async forClients(clientIds: Iterable<string>): Promise<Map<string, EffectiveEndpoint>> {
+  /**
+   * `through` is the transaction a caller holds, if any: a read on another connection while it
+   * holds one would wait for a second connection (the embedded engine has one).
+   */
+  async forClients(
+    clientIds: Iterable<string>,
+    through: Queryable = this.#db,
+  ): Promise<Map<string, EffectiveEndpoint>> {
     const now = Date.now();
     const ids = [...new Set(clientIds)];
     const stale = ids.filter((id) => {
@@ -28,7 +35,7 @@ export class EndpointCache {
       return !entry || now - entry.at >= limits.authorizationEndpointMemoryMs;
     });
     if (stale.length > 0) {
-      const found = await effectiveEndpoints(this.#db, this.#vaultKey, stale);
+      const found = await effectiveEndpoints(through, this.#vaultKey, stale);
       for (const id of stale) this.#entries.set(id, { at: now, endpoint: found.get(id) ?? null });
     }
     const endpoints = new Map<string, EffectiveEndpoint>();
