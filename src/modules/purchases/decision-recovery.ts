@@ -1,7 +1,7 @@
 import type { Db } from "../../db/database.ts";
 import { limits } from "../../limits.ts";
 import { findEffectiveEndpoints } from "../decisions/repository.ts";
-import { abandonedDecisions, finishDecision } from "./decision-repository.ts";
+import { type AbandonedDecision, abandonedDecisions, finishDecision } from "./decision-repository.ts";
 import { standInOf } from "./decisions.ts";
 import * as repo from "./repository.ts";
 import type { MessageAnswer } from "./service.ts";
@@ -13,10 +13,7 @@ import type { MessageAnswer } from "./service.ts";
  */
 const abandonedAfterMs = limits.authorizationDecisionTimeoutMsMax + limits.authorizationDecisionGraceMs;
 
-async function standInAbandoned(
-  db: Db,
-  abandoned: { id: string; client_id: string; held_cents: bigint; message_id: string },
-): Promise<MessageAnswer> {
+async function standInAbandoned(db: Db, abandoned: AbandonedDecision): Promise<MessageAnswer> {
   const endpoint = (await findEffectiveEndpoints(db, [abandoned.client_id])).get(abandoned.client_id);
   const decided = standInOf(
     endpoint?.stand_in ?? "DECLINE",
@@ -47,7 +44,7 @@ export async function answerWhenDecided(db: Db, messageId: string): Promise<Mess
     if (Date.now() >= deadline) break;
     await new Promise((resolve) => setTimeout(resolve, limits.authorizationDecisionPollMs));
   }
-  const abandoned = (await abandonedDecisions(db, 0, 1_000)).find((a) => a.message_id === messageId);
+  const [abandoned] = await abandonedDecisions(db, 0, 1, messageId);
   if (!abandoned) return (await repo.storedAnswer(db, messageId)) as MessageAnswer;
   return standInAbandoned(db, abandoned);
 }

@@ -115,18 +115,30 @@ export async function finishDecision(
   });
 }
 
-/** Authorizations still AWAITING well past the longest a decision may take: their process died. */
+export interface AbandonedDecision {
+  id: string;
+  client_id: string;
+  held_cents: bigint;
+  message_id: string;
+}
+
+/**
+ * Authorizations still AWAITING well past the longest a decision may take (their process died),
+ * oldest first; or, given `messageId`, only that message's authorization.
+ */
 export async function abandonedDecisions(
   db: Db,
   olderThanMs: number,
   limit: number,
-): Promise<Array<{ id: string; client_id: string; held_cents: bigint; message_id: string }>> {
-  const result = await sql<{ id: string; client_id: string; held_cents: bigint; message_id: string }>`
+  messageId?: string,
+): Promise<AbandonedDecision[]> {
+  const result = await sql<AbandonedDecision>`
     select a.id, a.client_id, a.held_cents, m.message_id
     from card_decisions_awaiting w
     join card_authorizations a on a.id = w.authorization_id
     join card_network_messages m on m.authorization_id = a.id and m.type = 'AUTHORIZATION'
     where a.decision = 'AWAITING' and a.created_at < now() - make_interval(secs => ${olderThanMs / 1000})
+      ${messageId === undefined ? sql`` : sql`and m.message_id = ${messageId}`}
     order by a.created_at limit ${limit}`.execute(db);
   return result.rows;
 }
