@@ -37,6 +37,7 @@ before(async () => {
   primary = await PrivateCluster.create();
   standby = await primary.createStandby("reader");
   await new Postgres(primary.url).sql("postgres", "create database emisor");
+  await standby.caughtUp(primary);
   const url = (port: number) => `postgres://postgres@127.0.0.1:${port}/emisor`;
   const config = {
     ...loadConfig({ DATABASE_URL: url(primary.port), DATABASE_READ_URL: url(standby.port) }),

@@ -4,6 +4,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
+import pg from "pg";
 
 const run = promisify(execFile);
 const bin = process.env.PG_BIN || "/usr/lib/postgresql/15/bin";
@@ -86,6 +87,26 @@ export class PrivateCluster {
     return standby;
   }
 
+  /**
+   * Waits until this standby has replayed everything `primary` had written when called: a standby
+   * streams asynchronously, so a database just created there may not exist here yet.
+   */
+  async caughtUp(primary: PrivateCluster, timeoutMs = 30_000): Promise<void> {
+    const [written] = await query<{ lsn: string }>(primary.url, "select pg_current_wal_lsn()::text as lsn");
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const [row] = await query<{ done: boolean }>(
+        this.url,
+        "select coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) as done",
+        [written?.lsn],
+      );
+      if (row?.done) return;
+      if (Date.now() > deadline)
+        throw new Error(`standby on port ${this.port} did not catch up in ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
   /** Ends recovery: the standby becomes a primary that takes writes. */
   async promote(): Promise<void> {
     await this.#ctl(["promote"]);
@@ -136,6 +157,17 @@ export class PrivateCluster {
     const command = tool === "sh" ? tool : path.join(bin, tool);
     if (this.#asRoot) await run("runuser", ["-u", "postgres", "--", command, ...args], { timeout: 120_000 });
     else await run(command, args, { timeout: 120_000 });
+  }
+}
+
+async function query<T>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows as T[];
+  } finally {
+    await client.end();
   }
 }
 
