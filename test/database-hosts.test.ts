@@ -1,6 +1,7 @@
 // Proves that a multi-host DATABASE_URL is split as libpq reads it, that a single-host URL is left to
 // node-postgres unchanged, and (on PostgreSQL) that Emisor connects past a host that is down.
 import assert from "node:assert/strict";
+import net from "node:net";
 import { test } from "node:test";
 import { sql } from "kysely";
 import { ConfigError, loadConfig } from "../src/config.ts";
@@ -115,5 +116,135 @@ test("PostgreSQL: a host that is down is passed over for the next, which is a pr
     assert.equal(Number(rows[0]?.port), Number(url.port || 5432));
   } finally {
     await database.close();
+  }
+});
+
+/** A TCP forwarder to `target` on `port`: a host of the URL that comes up later. */
+function forwarder(port: number, target: { host: string; port: number }): Promise<net.Server> {
+  const proxy = net.createServer((inbound) => {
+    const outbound = net.connect(target.port, target.host);
+    inbound.pipe(outbound).pipe(inbound);
+    const close = () => {
+      inbound.destroy();
+      outbound.destroy();
+    };
+    inbound.on("error", close);
+    outbound.on("error", close);
+  });
+  return new Promise((resolve) => proxy.listen(port, "127.0.0.1", () => resolve(proxy)));
+}
+
+test("PostgreSQL: a start with no host up yet waits for one (a failover in progress)", {
+  skip: server ? false : "needs PostgreSQL (DATABASE_URL): the embedded engine has no hosts",
+}, async () => {
+  const url = new URL(server ?? "");
+  const [down, later] = [await freePort(), await freePort()];
+  const multi = `${url.protocol}//${url.username ? `${url.username}@` : ""}127.0.0.1:${down},127.0.0.1:${later}${url.pathname}?target_session_attrs=read-write`;
+  const warnings: string[] = [];
+  const opening = openDatabase({
+    databaseUrl: multi,
+    poolSize: 2,
+    warn: (message) => warnings.push(message),
+  });
+  let proxy: net.Server | undefined;
+  const started = new Promise<void>((resolve) =>
+    setTimeout(async () => {
+      proxy = await forwarder(later, { host: url.hostname, port: Number(url.port || 5432) });
+      resolve();
+    }, 1_500),
+  );
+  const database = await opening;
+  try {
+    await started;
+    const { rows } = await sql<{ one: number }>`select 1 as one`.execute(database.db);
+    assert.equal(Number(rows[0]?.one), 1);
+    assert.equal(warnings.length, 1);
+    assert.match(
+      warnings[0] ?? "",
+      /^waiting up to 60 s for a PostgreSQL host of DATABASE_URL: no host of DATABASE_URL is up and read-write/,
+    );
+  } finally {
+    await database.close();
+    proxy?.close();
+  }
+});
+
+test("PostgreSQL: a multi-host start that reaches a server but not its database ends at once", {
+  skip: server ? false : "needs PostgreSQL (DATABASE_URL): the embedded engine has no hosts",
+}, async () => {
+  const url = new URL(server ?? "");
+  const multi = `${url.protocol}//${url.username ? `${url.username}@` : ""}127.0.0.1:${await freePort()},${url.hostname}:${url.port || 5432}/no_such_database_here?target_session_attrs=read-write`;
+  const warnings: string[] = [];
+  await assert.rejects(
+    openDatabase({ databaseUrl: multi, poolSize: 2, warn: (message) => warnings.push(message) }),
+    /could not connect to the PostgreSQL server of DATABASE_URL: .*no_such_database_here/,
+  );
+  assert.deepEqual(warnings, []);
+});
+
+/**
+ * A server speaking just enough of PostgreSQL's protocol: it lets anyone in, answers the first
+ * connection's query (the host probe's `pg_is_in_recovery()`) with false, and drops every later
+ * connection at its first query, as a primary lost mid-failover does.
+ */
+function droppingServer(): Promise<net.Server> {
+  const message = (type: string, body: Buffer) => {
+    const head = Buffer.alloc(5);
+    head.write(type, 0);
+    head.writeInt32BE(body.length + 4, 1);
+    return Buffer.concat([head, body]);
+  };
+  const int32 = (value: number) =>
+    Buffer.from([value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255]);
+  const ready = message("Z", Buffer.from("I"));
+  const row = Buffer.concat([
+    message(
+      "T",
+      Buffer.concat([
+        Buffer.from([0, 1]),
+        Buffer.from("standby\0"),
+        int32(0),
+        Buffer.from([0, 0]),
+        int32(16),
+        Buffer.from([0, 1]),
+        int32(-1),
+        Buffer.from([0, 0]),
+      ]),
+    ),
+    message("D", Buffer.concat([Buffer.from([0, 1]), int32(1), Buffer.from("f")])),
+    message("C", Buffer.from("SELECT 1\0")),
+    ready,
+  ]);
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    const first = connections++ === 0;
+    let started = false;
+    socket.on("error", () => {});
+    socket.on("data", (chunk) => {
+      if (!started) {
+        started = true;
+        socket.write(Buffer.concat([message("R", int32(0)), ready]));
+      } else if (chunk[0] === 0x51 /* Q */) {
+        if (first) socket.write(row);
+        else socket.destroy();
+      } else socket.end();
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+test("a connection lost while it checks that its host is a primary fails that connection, not the process", async () => {
+  const server = await droppingServer();
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    await assert.rejects(
+      openDatabase({
+        databaseUrl: `postgres://u@127.0.0.1:${port},127.0.0.1:${port}/db?target_session_attrs=read-write`,
+        poolSize: 1,
+      }),
+      /could not connect to the PostgreSQL server of DATABASE_URL: Connection terminated unexpectedly/,
+    );
+  } finally {
+    server.close();
   }
 });

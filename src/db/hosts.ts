@@ -119,21 +119,24 @@ export class HostSet {
 
   async #probe(): Promise<HostPort> {
     const failures: string[] = [];
+    let transient = true;
     for (const host of this.parsed.hosts) {
-      const why = await this.#qualifies(host);
-      if (why === undefined) {
+      const failure = await this.#qualifies(host);
+      if (failure === undefined) {
         this.#known = host;
         return host;
       }
-      failures.push(`${label(host)}: ${why}`);
+      failures.push(`${label(host)}: ${failure.why}`);
+      transient &&= failure.transient;
     }
-    throw unreachable(
+    const error = unreachable(
       `no host of DATABASE_URL is up${this.parsed.readWrite ? " and read-write" : ""} (${failures.join("; ")})`,
     );
+    throw Object.assign(error, { transient });
   }
 
   /** undefined when `host` answers (and is a primary, if asked); otherwise why not. */
-  async #qualifies(host: HostPort): Promise<string | undefined> {
+  async #qualifies(host: HostPort): Promise<{ why: string; transient: boolean } | undefined> {
     const client = new pg.Client({
       connectionString: this.parsed.urlFor(host),
       connectionTimeoutMillis: this.#probeTimeoutMs,
@@ -144,9 +147,12 @@ export class HostSet {
       await client.connect();
       if (!this.parsed.readWrite) return undefined;
       const { rows } = await client.query<{ standby: boolean }>("select pg_is_in_recovery() as standby");
-      return rows[0]?.standby ? "read-only (a standby)" : undefined;
+      return rows[0]?.standby ? { why: readOnly, transient: true } : undefined;
     } catch (error) {
-      return (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      const { code, message } = error as { code?: string; message?: string };
+      // A server's refusal is a SQLSTATE and a sentence; a socket's, a code that says it all.
+      const why = code && /^[0-9A-Z]{5}$/.test(code) ? `${code} ${message}` : (code ?? String(message));
+      return { why, transient: mayComeUp(error) || transientCodes.has(String(message)) };
     } finally {
       await client.end().catch(() => {});
     }
@@ -182,14 +188,55 @@ export function failoverClient(hosts: HostSet): typeof pg.Client {
         throw error;
       }
       if (!hosts.parsed.readWrite) return;
-      const { rows } = await this.query<{ standby: boolean }>("select pg_is_in_recovery() as standby");
+      const { rows } = await this.#inRecovery(target);
       if (rows[0]?.standby) {
         hosts.forget(target);
         await this.end().catch(() => {});
-        throw unreachable(`${label(target)} of DATABASE_URL is read-only (a standby)`);
+        throw Object.assign(unreachable(`${label(target)} of DATABASE_URL is ${readOnly}`), {
+          transient: true,
+        });
+      }
+    }
+
+    /**
+     * The check runs before the pool listens for this client's errors: a connection lost meanwhile
+     * (the host failing over) would emit an 'error' nobody hears, which ends the process. The
+     * query's own rejection reports it.
+     */
+    async #inRecovery(target: HostPort): Promise<{ rows: { standby: boolean }[] }> {
+      const unheard = () => hosts.forget(target);
+      this.on("error", unheard);
+      try {
+        return await this.query<{ standby: boolean }>("select pg_is_in_recovery() as standby");
+      } catch (error) {
+        hosts.forget(target);
+        throw error;
+      } finally {
+        this.off("error", unheard);
       }
     }
   } as unknown as typeof pg.Client;
+}
+
+const readOnly = "read-only (a standby)";
+/** Failures of a host that may answer soon: refused, silent, starting up or shutting down (57P03). */
+const transientCodes = new Set([
+  "ECONNREFUSED",
+  "ETIMEDOUT",
+  "57P03",
+  "timeout expired",
+  "Connection terminated due to connection timeout",
+]);
+
+/**
+ * True when a connection failed only because no server is up (and read-write) yet, as during a
+ * failover; false for what waiting does not mend (a refused login, a missing database).
+ */
+export function mayComeUp(error: unknown): boolean {
+  const { code, transient } = error as { code?: string; transient?: boolean };
+  if (transient !== undefined) return transient;
+  if (code !== undefined && transientCodes.has(code)) return true;
+  return error instanceof AggregateError && error.errors.length > 0 && error.errors.every(mayComeUp);
 }
 
 /** SQLSTATE 08001 (could not establish a connection): the request is answered 503, not 500. */
