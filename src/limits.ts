@@ -120,6 +120,11 @@ export const limits = {
    */
   dbHostProbeTimeoutMs: 2_000,
   /**
+   * A multi-host DATABASE_URL: how long a start waits for a host that is up and (when asked)
+   * read-write, so a process restarted during a failover comes up on the promoted standby.
+   */
+  dbStartWaitMs: 60_000,
+  /**
    * DATABASE_READ_URL: how long a listing waits for the replica to replay the writes committed
    * before it began; past this it reads the primary. Also the bound on how stale a listing can
    * be: never (it waits or moves), at the cost of this much latency at most.

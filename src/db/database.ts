@@ -14,7 +14,7 @@ import { limits } from "../limits.ts";
 import { acquireDirLock } from "./dir-lock.ts";
 import { isDatabaseUnavailable, markOutcomeUnknown } from "./failures.ts";
 import { FairGate } from "./fair-gate.ts";
-import { failoverClient, type HostPort, HostSet, parseDatabaseUrl } from "./hosts.ts";
+import { failoverClient, type HostPort, HostSet, mayComeUp, parseDatabaseUrl } from "./hosts.ts";
 import { PGliteDialect } from "./pglite-dialect.ts";
 import type { Schema } from "./schema.ts";
 import { currentTenant } from "./tenant-scope.ts";
@@ -171,7 +171,7 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
     client.on("error", (error) => options.onPoolError?.(error));
   });
   // After the listener above: the connection made here is pooled and used like any other.
-  await checkConnection(pool);
+  await checkConnection(pool, hosts ? limits.dbStartWaitMs : 0, options.warn);
   const queryTimeoutMs = options.queryTimeoutMs ?? limits.dbQueryTimeoutMs;
   const db = new Kysely<Schema>({
     dialect: new PostgresDialect({
@@ -202,16 +202,33 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
  * One connection at open, so a server that cannot be reached or refuses the login stops the start
  * with a message naming DATABASE_URL; pg's own ("no PostgreSQL user name specified in startup
  * packet", "getaddrinfo ENOTFOUND db") name nothing Emisor reads. pg's messages never carry the
- * password.
+ * password. A multi-host URL names a failover pair: a start during a failover (no primary yet, a
+ * promoted standby still starting) waits up to `waitMs` for one, as the running processes do;
+ * a refused login or a missing database ends the start at once, as with one host.
  */
-async function checkConnection(pool: pg.Pool): Promise<void> {
-  try {
-    (await pool.connect()).release();
-  } catch (error) {
-    await pool.end().catch(() => {});
-    throw new Error(`could not connect to the PostgreSQL server of DATABASE_URL: ${describe(error)}`);
+async function checkConnection(
+  pool: pg.Pool,
+  waitMs: number,
+  warn?: (message: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      (await pool.connect()).release();
+      return;
+    } catch (error) {
+      if (!mayComeUp(error) || Date.now() >= deadline) {
+        await pool.end().catch(() => {});
+        throw new Error(`could not connect to the PostgreSQL server of DATABASE_URL: ${describe(error)}`);
+      }
+      if (attempt === 1)
+        warn?.(`waiting up to ${waitMs / 1000} s for a PostgreSQL host of DATABASE_URL: ${describe(error)}`);
+      await new Promise((resolve) => setTimeout(resolve, startRetryMs));
+    }
   }
 }
+
+const startRetryMs = 500;
 
 /** An error's message; a failed connection to a name with several addresses has its own empty. */
 function describe(error: unknown): string {
