@@ -1,5 +1,3 @@
-import type { Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import { buildApp } from "./app.ts";
@@ -8,6 +6,7 @@ import { type AppContext, createContext } from "./context.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { buildAdminApp } from "./http/admin.ts";
+import { trackConnections } from "./http/connections.ts";
 import { loggerOptions } from "./http/logger.ts";
 import { limits } from "./limits.ts";
 import { countClients } from "./modules/clients/repository.ts";
@@ -197,43 +196,6 @@ async function listen(
       throw new ConfigError(`${hostName} "${host}" is not an address of this machine (${code})`);
     throw error;
   }
-}
-
-/**
- * Connections without a request in flight are closed at shutdown, and the others as soon as their
- * response is out. Fastify's own idle closing misses a connection that was opened but has not
- * sent a request yet (a load balancer's pre-connection, a client that gave up while connecting),
- * and server.close() waits for it until the grace period kills the process with exit code 1.
- */
-function trackConnections(server: Server): { closeIdle(): void; requestsInFlight(): number } {
-  const inFlight = new Map<Socket, number>();
-  let closing = false;
-  server.on("connection", (socket: Socket) => {
-    inFlight.set(socket, 0);
-    socket.once("close", () => inFlight.delete(socket));
-  });
-  const responses = new Set<ServerResponse>();
-  server.on("request", (request, response) => {
-    const socket = request.socket;
-    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-    responses.add(response);
-    response.once("close", () => {
-      responses.delete(response);
-      const left = Math.max(0, (inFlight.get(socket) ?? 1) - 1);
-      inFlight.set(socket, left);
-      // end(), not destroy(): the response may still be in the socket's buffer.
-      if (closing && left === 0) socket.end();
-    });
-  });
-  return {
-    requestsInFlight: () => responses.size,
-    closeIdle: () => {
-      closing = true;
-      for (const [socket, count] of inFlight) if (count === 0) socket.destroy();
-      // A response still to be written tells its client not to send another request here.
-      for (const response of responses) if (!response.headersSent) response.setHeader("connection", "close");
-    },
-  };
 }
 
 function baseOf(app: FastifyInstance, host: string): string {
