@@ -20,10 +20,20 @@ export function validCurp(yymmdd = "900215"): string {
   return `${body}${curpCheckDigit(body)}`;
 }
 
-/** A person's RFC with homoclave (13 characters). */
+/**
+ * A person's RFC with homoclave (13 characters), never repeated within this process: its six
+ * letters count up from a random start (26^6 of them), so a bench's 12,000 cardholders never
+ * collide, where random letters did about once in 40 runs.
+ */
 export function validPersonRfc(yymmdd = "900215"): string {
-  return `${randomLetters(4)}${yymmdd}${randomLetters(2)}${randomInt(10)}`;
+  rfcCount += 1;
+  let n = (rfcStart + rfcCount) % 26 ** 6;
+  let six = "";
+  for (let i = 0; i < 6; i++, n = Math.floor(n / 26)) six = letters[n % 26] + six;
+  return `${six.slice(0, 4)}${yymmdd}${six.slice(4)}${randomInt(10)}`;
 }
+const rfcStart = randomInt(26 ** 6);
+let rfcCount = 0;
 
 export function uniqueDigits(count: number): string {
   counter += 1;
