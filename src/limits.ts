@@ -307,10 +307,23 @@ export const limits = {
   spendingControlListMax: 500,
   /** Spending controls: count_limit of a velocity limit, at most. */
   spendingControlCountMax: 1_000_000,
+  /**
+   * The per-process memories of cards, each forgetting its oldest entry past its size, are sized
+   * together: full, they hold about 45 MB (about 1 KB a card in the card cache, the authorization
+   * memory and the transfer memory; 100-200 bytes an entry in the others), a third of the 128 MB
+   * heap `npm run serve` gives V8, so that the live heap stays well under it: a heap near its limit
+   * spends its time collecting garbage. A card forgotten is read again; nothing else changes.
+   */
   /** Spending controls: targets whose controls a process keeps for deciding authorizations. */
-  spendingControlTargetMemory: 100_000,
+  spendingControlTargetMemory: 30_000,
   /** Card purchases: card states a process keeps for deciding its next batches (two keys a card). */
-  authorizationCardMemory: 60_000,
+  authorizationCardMemory: 24_000,
+  /** Payments: cards resolved for a caller (owner, account, reference), kept per process. */
+  cardCacheEntries: 15_000,
+  /** Payments: payers' balances and cards' statuses last seen, for deciding a batch at once. */
+  paymentMemory: 20_000,
+  /** Transfers out: cards sent from before, and those whose last check failed. */
+  transferCardMemory: 10_000,
   /** Card purchases: answers to recent message ids a process keeps, for the network's repeats. */
   authorizationAnswerMemory: 4_096,
   /** Card purchases: authorization batches in flight per process (a card always uses the same one). */

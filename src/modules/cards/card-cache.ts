@@ -1,4 +1,5 @@
 import type { Queryable } from "../../db/database.ts";
+import { limits } from "../../limits.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
 import type { CardRef } from "./card-number.ts";
 import { type CardRecord, findCardInScope } from "./repository.ts";
@@ -17,7 +18,7 @@ export type CachedCard = Omit<CardRecord, "status" | "pin_hash" | "pin_failed_at
 export class CardCache {
   readonly #entries: BoundedMap<string, CachedCard>;
 
-  constructor(capacity = 100_000) {
+  constructor(capacity = limits.cardCacheEntries) {
     this.#entries = new BoundedMap(capacity);
   }
 

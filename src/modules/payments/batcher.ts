@@ -83,16 +83,14 @@ export type BatchForm = "at_once" | "under_lock" | "fell_back";
 
 /** Errors after which the one-statement form is known to have written nothing. */
 const rolledBackCodes = new Set([decisionRefused, "40P01", "40001", "23505"]);
-/** How many payers' balances and cards' statuses a process remembers for deciding at once. */
-const memoryCapacity = 100_000;
 
 export class PaymentBatcher {
   readonly #db: Db;
   readonly #queue: Item[] = [];
   #draining = false;
   /** Each payer's balance and each card's status as last seen under lock or after a debit. */
-  readonly #balances = new BoundedMap<string, bigint>(memoryCapacity);
-  readonly #statuses = new BoundedMap<string, string>(memoryCapacity);
+  readonly #balances = new BoundedMap<string, bigint>(limits.paymentMemory);
+  readonly #statuses = new BoundedMap<string, string>(limits.paymentMemory);
   /** What batches sent and not yet settled may still take from each payer. */
   readonly #pending = new Map<string, bigint>();
   readonly #observe: (form: BatchForm, payments: number) => void;

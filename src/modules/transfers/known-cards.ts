@@ -1,3 +1,4 @@
+import { limits } from "../../limits.ts";
 import type { CardRef } from "../cards/card-number.ts";
 import { isExpired } from "../cards/expiry.ts";
 import type { SpendingCard } from "../cards/repository.ts";
@@ -17,7 +18,7 @@ export class KnownCards {
   readonly #cards: BoundedMap<string, SpendingCard>;
   readonly #doubtful: BoundedMap<string, true>;
 
-  constructor(capacity = 100_000) {
+  constructor(capacity = limits.transferCardMemory) {
     this.#cards = new BoundedMap(capacity);
     this.#doubtful = new BoundedMap(capacity);
   }
