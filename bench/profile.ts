@@ -117,6 +117,8 @@ async function main(): Promise<void> {
   const env = emisorEnv({
     DATABASE_URL: pgs.urlOf(database),
     ...(process.env.NO_WORKERS ? { EMISOR_WORKERS: "false" } : {}),
+    // LOG_LEVEL=info: with the access log (one line per request), to weigh what it costs.
+    ...(process.env.LOG_LEVEL ? { LOG_LEVEL: process.env.LOG_LEVEL } : {}),
   });
   const server = await ServerProcess.emisor(
     env,
