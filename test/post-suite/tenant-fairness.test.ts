@@ -74,7 +74,12 @@ test("300 transfers out at once from one tenant leave another tenant's payments 
     })(),
   );
   let bursting = true;
-  const during = payUntil(payer, paid, () => !bursting);
+  // Two payers' loops side by side: enough payments in the burst for a 99th percentile that is not
+  // simply the slowest one.
+  const during = Promise.all([
+    payUntil(payer, paid, () => !bursting),
+    payUntil(payer, paid, () => !bursting),
+  ]);
   const started = performance.now();
   const answers = await Promise.all(
     Array.from({ length: 300 }, (_, i) => {
@@ -88,7 +93,7 @@ test("300 transfers out at once from one tenant leave another tenant's payments 
   );
   const burstMs = performance.now() - started;
   bursting = false;
-  const latencies = await during;
+  const latencies = (await during).flat();
 
   const codes = new Map<number, number>();
   for (const answer of answers) codes.set(answer.body.code, (codes.get(answer.body.code) ?? 0) + 1);
@@ -99,9 +104,7 @@ test("300 transfers out at once from one tenant leave another tenant's payments 
   process.stdout.write(`# ${report}\n`);
   assert.ok(latencies.length >= 1);
   expectOk(await call(t.app, "GET", `/v1/cards/${paid.id}`, { token: payer.token }));
-  // About 60 payments fit in the burst, so p99 is the single slowest: one pause of the process
-  // would fail it. The defect this guards against held every payment for seconds; the bound is
-  // on the 95th percentile, and on the slowest as well, at a second.
-  assert.ok(percentile(latencies, 0.95) < 250, report);
-  assert.ok(Math.max(...latencies) < 1_000, report);
+  // The defect this guards against held every payment for seconds (503 after 5 s).
+  assert.ok(latencies.length >= 60, report);
+  assert.ok(p99 < 250, report);
 });
