@@ -132,9 +132,12 @@ export async function abandonedDecisions(
   limit: number,
   messageId?: string,
 ): Promise<AbandonedDecision[]> {
+  // The awaiting set is read first and alone (materialized): it holds only the decisions in flight,
+  // while a plan driven from card_authorizations read about 10 ms of it at every recovery pass.
   const result = await sql<AbandonedDecision>`
+    with w as materialized (select authorization_id from card_decisions_awaiting)
     select a.id, a.client_id, a.held_cents, m.message_id
-    from card_decisions_awaiting w
+    from w
     join card_authorizations a on a.id = w.authorization_id
     join card_network_messages m on m.authorization_id = a.id and m.type = 'AUTHORIZATION'
     where a.decision = 'AWAITING' and a.created_at < now() - make_interval(secs => ${olderThanMs / 1000})
