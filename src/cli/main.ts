@@ -35,6 +35,9 @@ async function withDatabase<T>(work: (database: Database, applied: string[]) => 
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     poolSize: 2,
+    // As the server: behind PgBouncer in transaction mode a prepared statement must be off here too.
+    preparedStatements: config.dbPreparedStatements,
+    queryTimeoutMs: config.dbQueryTimeoutMs,
     warn: (message) => process.stderr.write(`${message}\n`),
   });
   try {
