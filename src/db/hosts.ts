@@ -152,7 +152,7 @@ export class HostSet {
       const { code, message } = error as { code?: string; message?: string };
       // A server's refusal is a SQLSTATE and a sentence; a socket's, a code that says it all.
       const why = code && /^[0-9A-Z]{5}$/.test(code) ? `${code} ${message}` : (code ?? String(message));
-      return { why, transient: mayComeUp(error) || transientCodes.has(String(message)) };
+      return { why, transient: mayComeUp(error) };
     } finally {
       await client.end().catch(() => {});
     }
@@ -204,7 +204,7 @@ export function failoverClient(hosts: HostSet): typeof pg.Client {
      * query's own rejection reports it.
      */
     async #inRecovery(target: HostPort): Promise<{ rows: { standby: boolean }[] }> {
-      const unheard = () => hosts.forget(target);
+      const unheard = () => {};
       this.on("error", unheard);
       try {
         return await this.query<{ standby: boolean }>("select pg_is_in_recovery() as standby");
@@ -219,12 +219,16 @@ export function failoverClient(hosts: HostSet): typeof pg.Client {
 }
 
 const readOnly = "read-only (a standby)";
-/** Failures of a host that may answer soon: refused, silent, starting up or shutting down (57P03). */
-const transientCodes = new Set([
+/**
+ * Failures of a host that may answer soon, by code or (pg's timeouts have none) by message:
+ * refused, silent, starting up or shutting down (57P03).
+ */
+const transientFailures = new Set([
   "ECONNREFUSED",
   "ETIMEDOUT",
   "57P03",
   "timeout expired",
+  "Query read timeout",
   "Connection terminated due to connection timeout",
 ]);
 
@@ -233,9 +237,9 @@ const transientCodes = new Set([
  * failover; false for what waiting does not mend (a refused login, a missing database).
  */
 export function mayComeUp(error: unknown): boolean {
-  const { code, transient } = error as { code?: string; transient?: boolean };
+  const { code, message, transient } = error as { code?: string; message?: string; transient?: boolean };
   if (transient !== undefined) return transient;
-  if (code !== undefined && transientCodes.has(code)) return true;
+  if (transientFailures.has(code ?? "") || transientFailures.has(message ?? "")) return true;
   return error instanceof AggregateError && error.errors.length > 0 && error.errors.every(mayComeUp);
 }
 

@@ -4,7 +4,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import pg from "pg";
+import { Postgres } from "../../bench/lib/pg.ts";
 
 const run = promisify(execFile);
 const bin = process.env.PG_BIN || "/usr/lib/postgresql/15/bin";
@@ -92,11 +92,14 @@ export class PrivateCluster {
    * streams asynchronously, so a database just created there may not exist here yet.
    */
   async caughtUp(primary: PrivateCluster, timeoutMs = 30_000): Promise<void> {
-    const [written] = await query<{ lsn: string }>(primary.url, "select pg_current_wal_lsn()::text as lsn");
+    const [written] = await new Postgres(primary.url).sql<{ lsn: string }>(
+      "postgres",
+      "select pg_current_wal_lsn()::text as lsn",
+    );
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const [row] = await query<{ done: boolean }>(
-        this.url,
+      const [row] = await new Postgres(this.url).sql<{ done: boolean }>(
+        "postgres",
         "select coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) as done",
         [written?.lsn],
       );
@@ -157,17 +160,6 @@ export class PrivateCluster {
     const command = tool === "sh" ? tool : path.join(bin, tool);
     if (this.#asRoot) await run("runuser", ["-u", "postgres", "--", command, ...args], { timeout: 120_000 });
     else await run(command, args, { timeout: 120_000 });
-  }
-}
-
-async function query<T>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  client.on("error", () => {});
-  await client.connect();
-  try {
-    return (await client.query(text, values)).rows as T[];
-  } finally {
-    await client.end();
   }
 }
 

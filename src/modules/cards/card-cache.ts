@@ -36,7 +36,7 @@ export class CardCache {
     if (cached) return cached;
     const card = await findCardInScope(db, callerId, ref);
     if (!card) return undefined;
-    // Only what a payment reads: a card costs the memory about half of its whole record.
+    // Only what a payment reads: about half the memory of the whole record.
     const immutable: CachedCard = {
       id: card.id,
       status: card.status,
