@@ -6,7 +6,8 @@
  * sends transfers out with the PIN from 100 funded cards, with the SPEI workers on; `authorization`
  * sends the card processor's signed AUTHORIZATION messages over 200 funded cards; `decided` the same,
  * with a decision endpoint that approves at once.)
- * NO_WORKERS=1 turns the background workers off; CARDS=n seeds n cards instead of 200. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
+ * PGSS=1 prints the statements that took PostgreSQL's time (pg_stat_statements loaded and created in
+ * `postgres`). NO_WORKERS=1 turns the background workers off; CARDS=n seeds n cards instead of 200. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
@@ -93,24 +94,6 @@ function summarize(file: string): void {
   );
 }
 
-/**
- * PGSS=1 (a server with pg_stat_statements loaded, its extension created in `postgres`): the
- * statements that took the most of PostgreSQL's time in the measured part, per request.
- */
-async function printStatements(requests: number): Promise<void> {
-  const rows = await pgs.sql<{ calls: string; ms: string; query: string }>(
-    "postgres",
-    `select calls::text, round(total_exec_time::numeric, 1)::text as ms,
-       regexp_replace(left(query, 160), '\\s+', ' ', 'g') as query
-     from pg_stat_statements order by total_exec_time desc limit 25`,
-  );
-  const lines = rows.map(
-    (r) =>
-      `  ${((Number(r.ms) * 1000) / Math.max(1, requests)).toFixed(1).padStart(7)} us/req ${r.calls.padStart(8)} calls  ${r.query}`,
-  );
-  process.stdout.write(`\nstatements by total time:\n${lines.join("\n")}\n`);
-}
-
 async function main(): Promise<void> {
   await pgs.create(database);
   countPostgresOf(await pgs.serverProcessPid());
@@ -167,7 +150,7 @@ async function main(): Promise<void> {
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
       before = cpuSnapshot(server.pid);
-      if (process.env.PGSS) void pgs.sql("postgres", "select pg_stat_statements_reset()");
+      if (process.env.PGSS) void pgs.resetStatements();
       server.metrics().catch(() => {}); // reading the metrics starts a new event-loop delay histogram
     };
     const result = await load(
@@ -232,7 +215,7 @@ async function main(): Promise<void> {
                 },
     );
     const after = cpuSnapshot(server.pid);
-    if (process.env.PGSS) await printStatements(result.measured);
+    if (process.env.PGSS) process.stdout.write(`\n${await pgs.describeStatements(result.measured)}\n`);
     const { batches, eventLoopP99Ms } = await server.metrics();
     process.stdout.write(
       `${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`,

@@ -6,6 +6,8 @@
  *   npm run bench -- --smoke  seconds, tiny data, no targets (what CI runs so the harness cannot rot)
  *   ... -- --only=hot-processes   only the hot account with three processes against one (with any
  *                                 of the modes' sizes), for measuring that row alone
+ *   BENCH_PGSS=1 npm run bench  also prints, after each scenario, the statements that took
+ *                               PostgreSQL's time (pg_stat_statements loaded and created in `postgres`)
  *
  * Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) to create throwaway
  * databases, runs the production build (npm run build) as a separate process at LOG_LEVEL=warn,
@@ -48,6 +50,8 @@ const mode: Mode = process.argv.includes("--smoke")
     ? "quick"
     : "full";
 /** One scenario alone, skipping the ceilings and the rest. */
+/** BENCH_PGSS=1: each scenario's statements from pg_stat_statements, per request. */
+const statements = Boolean(process.env.BENCH_PGSS);
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length);
 if (only !== undefined && only !== "hot-processes")
   throw new Error(`--only=${only}: the one scenario that runs alone is hot-processes`);
@@ -145,6 +149,7 @@ async function scenario(
     ...options,
     onMeasureStart: () => {
       cpuBefore = cpuSnapshot(server.pid);
+      if (statements) void pgs.resetStatements();
       options.onMeasureStart?.();
     },
   });
@@ -159,6 +164,7 @@ async function scenario(
   if (result.non2xx > 0 || result.errors > 0)
     failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   process.stdout.write(`  ${figure}: ${result.rps} req/s, ${detail}\n`);
+  if (statements) process.stdout.write(`${await pgs.describeStatements(result.measured, 12)}\n`);
   return { ...result, eventLoopP99Ms };
 }
 
@@ -176,15 +182,19 @@ async function spreadScenario(
   const before = await Promise.all(servers.map((server) => server.metrics()));
   const share = (i: number) =>
     Math.floor(options.connections / servers.length) + (i < options.connections % servers.length ? 1 : 0);
+  const pids = servers.map((server) => server.pid);
+  let cpuBefore: CpuSnapshot | undefined;
   const results = await Promise.all(
     servers.map((server, i) =>
       load({
         ...options,
         url: options.url.replace(servers[0]?.url ?? "", server.url),
         connections: share(i),
+        ...(i === 0 ? { onMeasureStart: () => (cpuBefore = cpuSnapshot(pids)) } : {}),
       }),
     ),
   );
+  const cpuAfter = cpuSnapshot(pids);
   const after = await Promise.all(servers.map((server) => server.metrics()));
   const sum = (pick: (r: LoadResult) => number) => results.reduce((total, r) => total + pick(r), 0);
   const result: LoadResult = {
@@ -200,7 +210,7 @@ async function spreadScenario(
   if (result.non2xx > 0 || result.errors > 0)
     failures.push(`${figure}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   process.stdout.write(
-    `  ${figure}: ${result.rps} req/s (${results.map((r) => r.rps).join(" + ")}), p50 ${result.p50} ms, p99 ${result.p99} ms (worst process), non-2xx ${result.non2xx}, errors ${result.errors}; ${batched}\n`,
+    `  ${figure}: ${result.rps} req/s (${results.map((r) => r.rps).join(" + ")}), p50 ${result.p50} ms, p99 ${result.p99} ms (worst process), non-2xx ${result.non2xx}, errors ${result.errors}; ${batched}${cpuBefore ? `; ${describeCpu(cpuBefore, cpuAfter, result.measured, options.seconds)}` : ""}\n`,
   );
   return { ...result, eventLoopP99Ms: Math.max(...after.map((a) => a.eventLoopP99Ms)) };
 }
@@ -859,6 +869,16 @@ async function hotAccountProcesses(
   const one = await hotPayments(server, root, cards, 64, "payment, hot account, one process");
   const others = await Promise.all([ServerProcess.emisor(env), ServerProcess.emisor(env)]);
   try {
+    // The one process has served for minutes; two just started have neither compiled their hot
+    // code nor filled their caches, and measured cold they spend twice the CPU per payment. A
+    // load balancer's slow start gives a new process that time: so does this pass, unrecorded.
+    await hotPayments(
+      [server, ...others],
+      root,
+      cards,
+      64,
+      "payment, hot account, three processes warming up",
+    );
     const three = await hotPayments(
       [server, ...others],
       root,

@@ -71,10 +71,11 @@ function postgresUsed(before: Map<string, number>, after: Map<string, number>): 
   return used;
 }
 
-export function cpuSnapshot(servicePid: number): CpuSnapshot {
+/** `servicePids`: one service process, or several whose CPU is summed (one service spread over them). */
+export function cpuSnapshot(servicePids: number | number[]): CpuSnapshot {
   const own = process.cpuUsage();
   return {
-    service: processSeconds(servicePid),
+    service: [servicePids].flat().reduce((total, pid) => total + processSeconds(pid), 0),
     postgres: postgresSeconds(),
     loader: (own.user + own.system) / 1e6,
   };

@@ -55,6 +55,31 @@ export class Postgres {
     return Number(row?.pid);
   }
 
+  /** Empties pg_stat_statements (loaded by `shared_preload_libraries`, created in `postgres`). */
+  async resetStatements(): Promise<void> {
+    await this.sql("postgres", "select pg_stat_statements_reset()");
+  }
+
+  /**
+   * The statements that took the most of PostgreSQL's time since the reset, per request, with the
+   * pages each read from outside shared buffers (a working set outgrowing them shows there first).
+   */
+  async describeStatements(requests: number, limit = 25): Promise<string> {
+    const rows = await this.sql<{ calls: string; ms: string; read: string; hit: string; query: string }>(
+      "postgres",
+      `select calls::text, round(total_exec_time::numeric, 1)::text as ms,
+         shared_blks_read::text as read, shared_blks_hit::text as hit,
+         regexp_replace(left(query, 140), '\\s+', ' ', 'g') as query
+       from pg_stat_statements order by total_exec_time desc limit ${limit}`,
+    );
+    const per = (n: string, scale = 1) => ((Number(n) * scale) / Math.max(1, requests)).toFixed(1);
+    const lines = rows.map(
+      (r) =>
+        `  ${per(r.ms, 1000).padStart(7)} us/req ${r.calls.padStart(8)} calls ${per(r.hit).padStart(6)} hit ${per(r.read).padStart(6)} read/req  ${r.query}`,
+    );
+    return `statements by total time:\n${lines.join("\n")}`;
+  }
+
   async create(database: string): Promise<void> {
     await this.sql("postgres", `drop database if exists ${database} with (force)`);
     await this.sql("postgres", `create database ${database}`);
