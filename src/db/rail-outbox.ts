@@ -44,13 +44,7 @@ export async function claimRailJobs(
   const result = await sql<{ id: bigint; ref_id: string; attempts: number }>`
     update rail_outbox
     set attempts = attempts + 1, next_attempt_at = now() + ${leaseSeconds}::integer * interval '1 second'
-    where id in (
-      select id from rail_outbox
-      where rail = ${rail} and next_attempt_at <= now()
-      order by next_attempt_at, id
-      limit ${batch}
-      for update skip locked
-    )
+    where id = any(array(select emisor_due_rail_jobs(${rail}, ${batch})))
     returning id, ref_id, attempts`.execute(db);
   return result.rows
     .map((row) => ({ id: BigInt(row.id), refId: row.ref_id, attempts: Number(row.attempts) }))

@@ -7,7 +7,9 @@ import { orderColumns, type SpeiOrderRow } from "./repository.ts";
 /**
  * Statements on many orders at once, for the SPEI workers: a batch of hand-overs or settlements
  * costs a few round trips, not a few per order, so the workers keep up with the requests that
- * create the orders without taking the CPU those requests need.
+ * create the orders without taking the CPU those requests need. Each reaches its jobs by their
+ * keys (`= any(array(...))`), never by a join with the outbox: planned from a queue's statistics,
+ * which see it nearly empty, a join read the whole backlog at every statement.
  */
 
 /**
@@ -23,9 +25,7 @@ export async function claimOrders(
     with claimed as (
       update rail_outbox set attempts = attempts + 1,
         next_attempt_at = now() + ${leaseSeconds}::integer * interval '1 second'
-      where id in (
-        select id from rail_outbox where rail = 'SPEI' and next_attempt_at <= now()
-        order by next_attempt_at, id limit ${limit} for update skip locked)
+      where id = any(array(select emisor_due_rail_jobs('SPEI', ${limit})))
       returning id, ref_id, attempts)
     select c.id::text as job_id, c.ref_id, c.attempts, ${orderColumns}
     from claimed c left join spei_orders o on o.id = c.ref_id
@@ -80,8 +80,9 @@ export async function recordAccepted(
       where j.id = v.job_id and l.status in ('PENDIENTE', 'ENVIADA')
       returning j.id),
     finished as (
-      delete from rail_outbox j using locked l
-      where j.rail = 'SPEI' and j.ref_id = l.id and l.status not in ('PENDIENTE', 'ENVIADA')
+      delete from rail_outbox j
+      where j.rail = 'SPEI'
+        and j.ref_id = any(array(select l.id from locked l where l.status not in ('PENDIENTE', 'ENVIADA')))
       returning j.id)
     select (select count(*) from sent) as sent, (select count(*) from waiting) as waiting,
       (select count(*) from finished) as finished`.execute(db);
@@ -123,7 +124,8 @@ export async function settleOrdersAtOnce(
       where o.id = v.id and o.status in ('PENDIENTE', 'ENVIADA')
       returning o.id),
     jobs as (
-      delete from rail_outbox j using settled s where j.rail = 'SPEI' and j.ref_id = s.id returning j.id)
+      delete from rail_outbox j where j.rail = 'SPEI' and j.ref_id = any(array(select id from settled))
+      returning j.id)
     select emisor_require((select count(*) from settled) = ${settled.length}, 'an order left flight') as settled,
       (select count(*) from jobs) as jobs,
       (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events`.execute(tx);
