@@ -49,9 +49,9 @@ const mode: Mode = process.argv.includes("--smoke")
   : process.argv.includes("--quick")
     ? "quick"
     : "full";
-/** One scenario alone, skipping the ceilings and the rest. */
 /** BENCH_PGSS=1: each scenario's statements from pg_stat_statements, per request. */
 const statements = Boolean(process.env.BENCH_PGSS);
+/** One scenario alone, skipping the ceilings and the rest. */
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length);
 if (only !== undefined && only !== "hot-processes")
   throw new Error(`--only=${only}: the one scenario that runs alone is hot-processes`);
@@ -190,7 +190,10 @@ async function spreadScenario(
         ...options,
         url: options.url.replace(servers[0]?.url ?? "", server.url),
         connections: share(i),
-        ...(i === 0 ? { onMeasureStart: () => (cpuBefore = cpuSnapshot(pids)) } : {}),
+        onMeasureStart: () => {
+          if (i === 0) cpuBefore = cpuSnapshot(pids);
+          options.onMeasureStart?.();
+        },
       }),
     ),
   );

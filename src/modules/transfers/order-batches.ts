@@ -9,7 +9,7 @@ import { orderColumns, type SpeiOrderRow } from "./repository.ts";
  * costs a few round trips, not a few per order, so the workers keep up with the requests that
  * create the orders without taking the CPU those requests need. Each reaches its jobs by their
  * keys (`= any(array(...))`), never by a join with the outbox: planned from a queue's statistics,
- * which see it nearly empty, a join read the whole backlog at every statement.
+ * which see it nearly empty, a join may read the whole backlog at every statement.
  */
 
 /**
