@@ -115,6 +115,13 @@ export const limits = {
   /** How long a request may wait for a database connection before 503. */
   dbAcquireTimeoutMs: 5_000,
   /**
+   * The part of a process's PostgreSQL connections one tenant may hold at once (at least one).
+   * Past a few busy backends per core, more add only contention: a tenant with a quarter of the
+   * default pool runs as fast as with all of it, and its burst leaves the other tenants'
+   * statements their CPU (bench/NOTES.md).
+   */
+  dbTenantShareOfPool: 0.25,
+  /**
    * A multi-host DATABASE_URL: how long each host may take to answer when the hosts are tried in
    * turn (after a failure), so one frozen host does not hold up finding the primary.
    */

@@ -180,7 +180,7 @@ async function openPostgres(databaseUrl: string, options: DatabaseOptions): Prom
         queryTimeoutMs,
         new StatementNames(options.preparedStatements ?? limits.dbPreparedStatementsMax),
         // The pool's own queue is one line for everyone; the gate in front of it takes turns.
-        new FairGate(poolSize, limits.dbAcquireTimeoutMs),
+        new FairGate(poolSize, limits.dbAcquireTimeoutMs, Math.round(poolSize * limits.dbTenantShareOfPool)),
         hosts !== undefined,
       ),
     }),

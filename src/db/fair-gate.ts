@@ -10,23 +10,29 @@ interface Waiter {
  * another tenant's burst. A freed turn goes to the waiting tenant that holds the fewest turns, the
  * one waiting longest among equals; a tenant's own requests are served in arrival order. A burst
  * therefore slows its own tenant: another tenant's request waits for one turn to end, not for the
- * burst. A request that cannot get a turn in time fails with 6001 (503) before anything ran.
+ * burst. No tenant holds more than `share` turns at once, even with turns free: every connection
+ * in use is a backend competing for the same cores, so a burst that filled the pool would slow
+ * every other tenant's statements (and, past a few per core, its own). A request that cannot get a
+ * turn in time fails with 6001 (503) before anything ran.
  */
 export class FairGate {
   readonly #capacity: number;
   readonly #timeoutMs: number;
+  readonly #share: number;
   #inUse = 0;
   readonly #held = new Map<string, number>();
   /** Tenants with requests waiting, in the order they started (or last got a turn while waiting). */
   readonly #waiting = new Map<string, Waiter[]>();
 
-  constructor(capacity: number, timeoutMs: number) {
+  constructor(capacity: number, timeoutMs: number, share = capacity) {
     this.#capacity = capacity;
     this.#timeoutMs = timeoutMs;
+    this.#share = Math.max(1, Math.min(share, capacity));
   }
 
   acquire(tenant: string): Promise<void> {
-    if (this.#inUse < this.#capacity) {
+    // A tenant already waiting keeps its arrival order: a newer request of its own does not pass it.
+    if (this.#inUse < this.#capacity && !this.#waiting.has(tenant) && this.#heldBy(tenant) < this.#share) {
       this.#take(tenant);
       return Promise.resolve();
     }
@@ -62,6 +68,10 @@ export class FairGate {
     waiter.grant();
   }
 
+  #heldBy(tenant: string): number {
+    return this.#held.get(tenant) ?? 0;
+  }
+
   #take(tenant: string): void {
     this.#inUse++;
     this.#held.set(tenant, (this.#held.get(tenant) ?? 0) + 1);
@@ -71,8 +81,8 @@ export class FairGate {
     let best: string | undefined;
     let fewest = Number.POSITIVE_INFINITY;
     for (const tenant of this.#waiting.keys()) {
-      const held = this.#held.get(tenant) ?? 0;
-      if (held < fewest) {
+      const held = this.#heldBy(tenant);
+      if (held < fewest && held < this.#share) {
         best = tenant;
         fewest = held;
       }

@@ -57,9 +57,9 @@ export function registerAuth(app: FastifyInstance, auth: AuthService): void {
     }, done);
   });
   // After the body is read (its stream's events run outside any scope): the rest of the request,
-  // its database turns included, counts as its tenant's.
+  // its database turns included, counts as its tenant's. A request with no caller counts as its
+  // route's (logins, each rail's callbacks), so none of those crowds out another or the workers.
   app.addHook("preHandler", (request, _reply, done) => {
-    if (request.caller) runAsTenant(request.caller.rootId, done);
-    else done();
+    runAsTenant(request.caller ? request.caller.rootId : `route:${request.routeOptions.url ?? ""}`, done);
   });
 }
