@@ -74,7 +74,7 @@ export class FairGate {
 
   #take(tenant: string): void {
     this.#inUse++;
-    this.#held.set(tenant, (this.#held.get(tenant) ?? 0) + 1);
+    this.#held.set(tenant, this.#heldBy(tenant) + 1);
   }
 
   #nextTenant(): string | undefined {
