@@ -442,8 +442,14 @@ async function checkCardDecisions(books: Books, database: string, report: CardRe
       const reason = answer.decline_reason ?? "";
       report.declines.set(reason, (report.declines.get(reason) ?? 0) + 1);
     }
-    if (answer.result === "APPROVED" && answer.partial && row.decision === "ANSWERED") {
-      // The client's endpoint approved less: only where partial approval was allowed.
+    if (
+      answer.result === "APPROVED" &&
+      answer.partial &&
+      (row.decision === "ANSWERED" || row.decision === "STOOD_IN")
+    ) {
+      // Approved less after the client was asked (by its answer, or the hold a stand-in kept): the
+      // answer's balance is read when the decision is recorded, and money may have reached the
+      // card since the hold was taken, so only partial approval's own rule is checked here.
       report.partial += 1;
       check(
         row.partial_allowed && answer.amount < requested,
