@@ -10,6 +10,8 @@
  * `postgres`). NO_WORKERS=1 turns the background workers off; CARDS=n seeds n cards instead of 200. NO_PROF=1 runs without the profiler (its sampling inflates syscalls such as writev on this VM).
  * PERF=1 runs without it too, with JIT symbols written for Linux perf (`perf record -a -g -- sleep 5`
  * while it runs; `perf report --pid <server> --children --sort sym`).
+ * DRAIN=1 (transfer): also waits for every order to settle, and prints the CPU per order from the
+ * load's start to then, the workers' hand-overs and settlements included however far they lagged.
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
@@ -94,6 +96,22 @@ function summarize(file: string): void {
   );
 }
 
+/** Waits (up to a minute) for every order to settle; prints the CPU per order since `start`. */
+async function describeDrained(start: CpuSnapshot, pid: number): Promise<void> {
+  const count = async (where: string) =>
+    Number(
+      (await pgs.sql<{ n: string }>(database, `select count(*)::text as n from spei_orders ${where}`))[0]?.n,
+    );
+  const began = Date.now();
+  while ((await count("where status in ('PENDIENTE', 'ENVIADA')")) > 0 && Date.now() - began < 60_000)
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  const orders = await count("");
+  const drained = cpuSnapshot(pid);
+  process.stdout.write(
+    `settled ${((Date.now() - began) / 1000).toFixed(1)} s after the load; from its start, ${describeCpu(start, drained, orders, 1).replace("per request", "per order")}\n`,
+  );
+}
+
 async function main(): Promise<void> {
   await pgs.create(database);
   countPostgresOf(await pgs.serverProcessPid());
@@ -147,6 +165,7 @@ async function main(): Promise<void> {
     // `listing`: the first page of 50 of a collection CLABE's 20,000 incoming transfers.
     if (scenario === "listing") await seed.seedTransfers(pgs, database, root.clabe, 20_000, 30);
     let i = 0;
+    const start = cpuSnapshot(server.pid);
     let before: CpuSnapshot | undefined;
     const measureCpu = () => {
       before = cpuSnapshot(server.pid);
@@ -215,6 +234,7 @@ async function main(): Promise<void> {
                 },
     );
     const after = cpuSnapshot(server.pid);
+    if (process.env.DRAIN && scenario === "transfer") await describeDrained(start, server.pid);
     if (process.env.PGSS) process.stdout.write(`\n${await pgs.describeStatements(result.measured)}\n`);
     const { batches, eventLoopP99Ms } = await server.metrics();
     process.stdout.write(
