@@ -241,6 +241,13 @@ export const limits = {
   railBatchSize: 64,
   /** Rail dispatch: SPEI orders claimed together and handed over at once. */
   railDispatchConcurrency: 32,
+  /**
+   * SPEI orders a process hands to the rail right after their batch commits, at most, on their way
+   * at once; the batches past it leave their orders to the dispatcher's passes.
+   */
+  speiHandOverMax: 256,
+  /** How long the acceptances of handed-over orders gather before one statement records them, in ms. */
+  speiAcceptedRecordMs: 20,
   /** Rail dispatch: how often a worker looks for due work when idle, in milliseconds. */
   railPollIntervalMs: 500,
   /** A claimed rail job is invisible to other workers this long (then re-sent: rails dedup), in seconds. */

@@ -5,10 +5,11 @@ import { processPendingTopups } from "./modules/airtime/worker.ts";
 import { recoverAbandonedDecisions } from "./modules/purchases/decision-recovery.ts";
 import { expireHolds, repayOwingCards } from "./modules/purchases/expiry.ts";
 import { purchaseSettings } from "./modules/purchases/service.ts";
-import { dispatchSpeiOrders } from "./modules/transfers/dispatcher.ts";
+import { dispatchSpeiOrders, SpeiHandOver } from "./modules/transfers/dispatcher.ts";
 
 /**
- * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher, the airtime
+ * Background workers of one process (EMISOR_WORKERS=true): the SPEI dispatcher (and the hand-over
+ * of this process's new orders as soon as their batch commits), the airtime
  * recovery, the release of expired card holds, the stand-in of client decisions whose process
  * stopped, the repayment of what cards owe and the purge of expired idempotency keys. Each is a loop of passes; a pass that found a full batch runs again at
  * once, an idle one waits (`railPollIntervalMs` for the rails and cards,
@@ -29,12 +30,11 @@ export interface WorkerLog {
 
 export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
   const warn = (message: string, detail: Record<string, unknown>) => log.warn(detail, message);
+  const spei = { db: ctx.db, rail: ctx.rails.spei, vaultKey: ctx.keys.vault, warn };
+  const handOver = new SpeiHandOver(spei);
+  ctx.transferBatcher.handOverWith(handOver);
   const loops = [
-    loop(
-      "spei-dispatch",
-      () => dispatchSpeiOrders({ db: ctx.db, rail: ctx.rails.spei, vaultKey: ctx.keys.vault, warn }),
-      log,
-    ),
+    loop("spei-dispatch", () => dispatchSpeiOrders(spei), log),
     loop(
       "airtime-recovery",
       () => processPendingTopups({ db: ctx.db, provider: ctx.rails.airtime, warn }),
@@ -61,7 +61,8 @@ export function startWorkers(ctx: AppContext, log: WorkerLog): Workers {
   ];
   return {
     stop: async () => {
-      await Promise.all(loops.map((l) => l.stop()));
+      ctx.transferBatcher.handOverWith(undefined);
+      await Promise.all([handOver.stop(), ...loops.map((l) => l.stop())]);
     },
   };
 }

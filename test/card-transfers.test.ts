@@ -4,13 +4,14 @@
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { after, before, test } from "node:test";
+import { sql } from "kysely";
 import { encryptFor } from "../src/crypto/rsa.ts";
 import { hashSecret } from "../src/crypto/secrets.ts";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { balanceOf, checkInvariants } from "../src/ledger/ledger.ts";
 import { limits } from "../src/limits.ts";
 import { sealStoredBeneficiaryCards } from "../src/modules/transfers/beneficiary-card.ts";
-import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
+import { dispatchSpeiOrders, SpeiHandOver } from "../src/modules/transfers/dispatcher.ts";
 import type { SpeiOrderMessage, SpeiRail } from "../src/rails/spei/port.ts";
 import { call, createTenant, expectError, expectOk, type Tenant } from "./helpers/api.ts";
 import { type AssignedCard, cardsFor, panOf, spendableCard } from "./helpers/cards.ts";
@@ -144,6 +145,73 @@ test("the rail settles the order, or returns it and the card gets everything bac
   assert.equal(await status(returned.id), "DEVUELTA");
   // 1000 - (50 + 10 + 1.60); the returned 70 + 10 + 1.60 came back.
   assert.equal(await balanceOf(t.ctx.db, card.id), 100_000n - 6_160n);
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+/** The order's status, and its rail job as it stands (attempts, seconds until due), if any. */
+async function orderAndJob(id: string) {
+  const order = await t.ctx.db
+    .selectFrom("spei_orders")
+    .select("status")
+    .where("id", "=", id)
+    .executeTakeFirstOrThrow();
+  const job = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select(["attempts", sql<number>`extract(epoch from next_attempt_at - now())::int`.as("due_in")])
+    .where("ref_id", "=", id)
+    .executeTakeFirst();
+  return { status: order.status, job: job && { attempts: Number(job.attempts), dueIn: Number(job.due_in) } };
+}
+
+test("with the SPEI workers on, an order is on the rail once its batch commits, leased meanwhile", async () => {
+  const { tenant, card } = await readyCard();
+  const sim = speiSimulator(t);
+  sim.hold();
+  const handOver = new SpeiHandOver({ db: t.ctx.db, rail: sim, vaultKey: t.ctx.keys.vault });
+  t.ctx.transferBatcher.handOverWith(handOver);
+  const sent = await Promise.all([50, 60, 70].map((amount) => send(tenant, body(card.id, { amount }))));
+  t.ctx.transferBatcher.handOverWith(undefined);
+  await handOver.stop();
+  for (const response of sent) {
+    const order = expectOk(response).transfer;
+    // No dispatcher pass ran: the hand-over sent it once, and its job waits out the lease, the
+    // first settlement check.
+    const { status, job } = await orderAndJob(order.id);
+    assert.equal(status, "ENVIADA");
+    assert.equal(job?.attempts, 1);
+    assert.ok(job && job.dueIn > limits.railLeaseSeconds - 10 && job.dueIn <= limits.railLeaseSeconds);
+    assert.equal(sim.submissions.filter((m) => m.trackingKey === order.tracking_key).length, 1);
+  }
+  await sim.flush();
+  sim.release();
+  for (const response of sent)
+    assert.equal((await orderAndJob(expectOk(response).transfer.id)).status, "LIQUIDADA");
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
+test("an order the hand-over has no room for, or that the rail does not take, waits for a pass", async () => {
+  const { tenant, card } = await readyCard();
+  const down: SpeiRail = Object.assign(Object.create(speiSimulator(t)) as SpeiRail, {
+    submitOrder: () => Promise.reject(new Error("rail down")),
+  });
+  const full = new SpeiHandOver({ db: t.ctx.db, rail: speiSimulator(t), vaultKey: t.ctx.keys.vault }, 0);
+  t.ctx.transferBatcher.handOverWith(full);
+  const waiting = expectOk(await send(tenant, body(card.id, { amount: 10 }))).transfer;
+  const failing = new SpeiHandOver({ db: t.ctx.db, rail: down, vaultKey: t.ctx.keys.vault });
+  t.ctx.transferBatcher.handOverWith(failing);
+  const unanswered = expectOk(await send(tenant, body(card.id, { amount: 20 }))).transfer;
+  t.ctx.transferBatcher.handOverWith(undefined);
+  await failing.stop();
+  // No room: due at once, never claimed. Not taken: retried after the first backoff.
+  assert.deepEqual(await orderAndJob(waiting.id), { status: "PENDIENTE", job: { attempts: 0, dueIn: 0 } });
+  const retried = await orderAndJob(unanswered.id);
+  assert.equal(retried.status, "PENDIENTE");
+  assert.ok(retried.job && retried.job.attempts === 1 && retried.job.dueIn <= limits.railRetryBaseSeconds);
+  await sql`update rail_outbox set next_attempt_at = now() where ref_id = ${unanswered.id}`.execute(t.ctx.db);
+  await dispatchSpeiOrders({ db: t.ctx.db, rail: t.ctx.rails.spei, vaultKey: t.ctx.keys.vault });
+  assert.equal((await orderAndJob(waiting.id)).status, "ENVIADA");
+  assert.equal((await orderAndJob(unanswered.id)).status, "ENVIADA");
+  await speiSimulator(t).flush();
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
 

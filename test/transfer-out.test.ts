@@ -10,6 +10,7 @@ import type { Db } from "../src/db/database.ts";
 import { AppError } from "../src/errors.ts";
 import { systemAccounts } from "../src/ledger/accounts.ts";
 import { balanceOf } from "../src/ledger/ledger.ts";
+import { limits } from "../src/limits.ts";
 import { type BeneficiaryInput, validateBeneficiary } from "../src/modules/transfers/beneficiary.ts";
 import { dispatchSpeiOrders } from "../src/modules/transfers/dispatcher.ts";
 import { applySpeiStateChange, createSpeiOrder, type SpeiOrder } from "../src/modules/transfers/outgoing.ts";
@@ -396,6 +397,13 @@ test("an order the rail lost (a restarted simulator) is sent again at the settle
   await expireRailLeases(t);
   await dispatch(restarted);
   assert.equal(restarted.submissions.filter((s) => s.trackingKey === created.trackingKey).length, 1);
+  // Accepted again while ENVIADA: the next check is the settlement check's interval away.
+  const next = await t.ctx.db
+    .selectFrom("rail_outbox")
+    .select(sql<number>`extract(epoch from next_attempt_at - now())::int`.as("due_in"))
+    .where("ref_id", "=", created.id)
+    .executeTakeFirstOrThrow();
+  assert.ok(Number(next.due_in) > limits.speiSettlementCheckSeconds - 10, `due in ${next.due_in} s`);
   await restarted.flush();
   await restarted.close();
   assert.equal(await statusOf(created.id), "LIQUIDADA");
@@ -853,9 +861,12 @@ test("one dispatch pass sends a chunk at once: accepted, refused and unanswered 
         .where("ref_id", "=", id)
         .executeTakeFirst()
     )?.due_in;
-  // Sent: due at the settlement check; refused: done; unanswered: retried after its backoff.
-  assert.ok(Number(await due(ok1.id)) > 590);
-  assert.ok(Number(await due(ok2.id)) > 590);
+  // Sent: due when its lease ends (the first settlement check); refused: done; unanswered: retried
+  // after its backoff.
+  for (const sent of [ok1, ok2]) {
+    const dueIn = Number(await due(sent.id));
+    assert.ok(dueIn > 25 && dueIn <= limits.railLeaseSeconds, `due in ${dueIn} s`);
+  }
   assert.equal(await due(refused.id), undefined);
   assert.ok(Number(await due(unanswered.id)) <= 2);
   assert.equal(await balanceOf(t.ctx.db, payer), 100000n - (1000n + 116n) - (3000n + 116n) - (4000n + 116n));

@@ -30,6 +30,11 @@ export class BatchQueue<I, O> {
     });
   }
 
+  /** What queued since the batch in flight was taken (up to `max`), for its write to take too. */
+  take(): Queued<I, O>[] {
+    return this.#queue.splice(0, this.#max);
+  }
+
   async #drain(): Promise<void> {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.#max);

@@ -1,13 +1,16 @@
 import { sql } from "kysely";
 import type { Db } from "../../db/database.ts";
+import type { RailJob } from "../../db/rail-outbox.ts";
 import { type IdempotencyRecord, keyRecordsCte } from "../../idempotency/store.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
-import type { NewSpeiOrderRow } from "./repository.ts";
+import type { NewSpeiOrderRow, SpeiOrderRow } from "./repository.ts";
 
 /** One transfer out of a batch, decided before the statement: what it writes. */
 export interface BatchedTransfer {
   order: NewSpeiOrderRow;
+  /** The order as read back once written: what its hand-over to the rail sends. */
+  row: SpeiOrderRow;
   entry: BatchEntry;
   event: OutboxEvent;
   record: IdempotencyRecord | undefined;
@@ -63,7 +66,11 @@ const columnTypes: Record<(typeof orderColumns)[number], string> = {
   updated_at: "timestamptz",
 };
 
-function ordersCte(transfers: BatchedTransfer[]) {
+/**
+ * The orders and their rail jobs. `leaseSeconds`: the jobs are leased to this process for that
+ * long, as a claim would lease them (one attempt counted), because it hands them over itself.
+ */
+function ordersCte(transfers: BatchedTransfer[], leaseSeconds: number | undefined) {
   const arrays = orderColumns.map((column) => {
     const values = transfers.map(({ order }) => {
       const value = order[column];
@@ -77,7 +84,11 @@ function ordersCte(transfers: BatchedTransfer[]) {
       select * from unnest(${sql.join(arrays)})
       on conflict (operation_date, tracking_key) do nothing
       returning id),
-    jobs as (insert into rail_outbox (rail, ref_id) select 'SPEI', id from orders returning id)`;
+    jobs as (
+      insert into rail_outbox (rail, ref_id, attempts, next_attempt_at)
+      select 'SPEI', id, ${leaseSeconds === undefined ? 0 : 1}, now() + ${leaseSeconds ?? 0}::integer * interval '1 second'
+      from orders
+      returning id, ref_id)`;
 }
 
 /**
@@ -90,16 +101,21 @@ function ordersCte(transfers: BatchedTransfer[]) {
  * their rail jobs and events; last the idempotency keys, which must all be new. Every lock is thus
  * taken in the order a transfer on its own takes them: cards, then their balances, then the shared
  * rows. Any check that fails raises EM001 (emisor_require) and the statement writes nothing: the
- * caller then runs each transfer on its own, which answers each its own refusal.
+ * caller then runs each transfer on its own, which answers each its own refusal. Answers the orders'
+ * rail jobs, leased for `leaseSeconds` when given (see ordersCte).
  */
-export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[]): Promise<void> {
+export async function writeTransfersAtOnce(
+  db: Db,
+  transfers: BatchedTransfer[],
+  leaseSeconds?: number,
+): Promise<RailJob[]> {
   const cards = new Map(transfers.map((t) => [t.card.id, t.card]));
   const cardRows = [...cards.values()];
   const ledger = ledgerBatch(transfers.map((t) => t.entry));
   const records = transfers.flatMap((t) => (t.record ? [t.record] : []));
-  await sql`
+  const result = await sql<{ jobs: { id: string; ref_id: string }[] | null }>`
     with ${eventsWithDeliveries(transfers.map((t) => t.event))},
-    ${ordersCte(transfers)},
+    ${ordersCte(transfers, leaseSeconds)},
     cards_as_decided as (
       select c.id
       from (select * from unnest(${cardRows.map((c) => c.id)}::uuid[], ${cardRows.map((c) => c.pinHash)}::text[],
@@ -117,9 +133,14 @@ export async function writeTransfersAtOnce(db: Db, transfers: BatchedTransfer[])
       emisor_require((select count(*) from cards_as_decided) = ${cardRows.length}, 'a card changed') as cards,
       ${ledger.steps},
       emisor_require((select count(*) from orders) = ${transfers.length}, 'a tracking key is taken') as orders,
-      (select count(*) from jobs) as jobs,
+      (select json_agg(json_build_object('id', id::text, 'ref_id', ref_id) order by id) from jobs) as jobs,
       (select count(*) from outbox_events) + (select count(*) from outbox_deliveries) as events,
       emisor_require((select count(*) from keys) = ${records.length}, 'an idempotency key is taken') as keyed`.execute(
     db,
   );
+  return (result.rows[0]?.jobs ?? []).map((job) => ({
+    id: BigInt(job.id),
+    refId: job.ref_id,
+    attempts: leaseSeconds === undefined ? 0 : 1,
+  }));
 }

@@ -151,6 +151,7 @@ function submit(
   return ctx.transferBatcher.submit({
     transfer: {
       order: newOrderOf(prepared.row),
+      row: prepared.row,
       entry: prepared.entry,
       event: outboxRow({ type: "transfer.out.created", clientId: card.client_id, data: order.view }),
       record: idempotency && {

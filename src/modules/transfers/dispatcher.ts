@@ -1,3 +1,4 @@
+import { BatchQueue, type Queued } from "../../db/batch-queue.ts";
 import type { Db } from "../../db/database.ts";
 import { postponeRailJob, type RailJob, retryRailJobLater } from "../../db/rail-outbox.ts";
 import { accountTypeCodes } from "../../domain/spei.ts";
@@ -11,7 +12,7 @@ import {
 import { withDeadline } from "../../rails/timeout.ts";
 import { firstCharacters } from "../../text.ts";
 import { railBeneficiaryAccount } from "./beneficiary-card.ts";
-import { claimOrders, completeJobs, recordAccepted } from "./order-batches.ts";
+import { type AcceptedOrder, claimOrders, completeJobs, recordAccepted } from "./order-batches.ts";
 import { applyStateChangeTx } from "./outgoing.ts";
 import * as repo from "./repository.ts";
 
@@ -67,13 +68,97 @@ export async function dispatchSpeiOrders(
   return claimed;
 }
 
+/**
+ * Orders handed to the rail by the process that wrote them, right after their batch commits,
+ * instead of at the dispatcher's next pass: the batch wrote their jobs leased to this process (as
+ * a claim leases them), so no claim runs and no other worker sends them meanwhile. What happens
+ * next is a pass's (accepted, refused, no answer). A crash after the commit leaves the jobs
+ * leased, due again when the lease ends. At most `max` orders are on their way at once; a batch
+ * that finds no room writes its jobs due at once, for the passes.
+ */
+export class SpeiHandOver {
+  readonly #deps: SpeiDispatchDeps;
+  readonly #max: number;
+  readonly #running = new Set<Promise<void>>();
+  /** Acceptances of several batches' hand-overs, recorded together (`record`). */
+  readonly #accepted: BatchQueue<AcceptedOrder[], void>;
+  #reserved = 0;
+  #stopped = false;
+
+  constructor(deps: SpeiDispatchDeps, max: number = limits.speiHandOverMax) {
+    this.#deps = deps;
+    this.#max = max;
+    this.#accepted = new BatchQueue(Math.max(1, max), (queued) => this.#record(queued));
+  }
+
+  /**
+   * Waits `speiAcceptedRecordMs` for more acceptances first: an order the rail took is ENVIADA a
+   * moment later, and one statement records the hand-overs of several batches.
+   */
+  async #record(queued: Queued<AcceptedOrder[], void>[]): Promise<void> {
+    await new Promise((resolve) => setTimeout(resolve, limits.speiAcceptedRecordMs));
+    const more = this.#accepted.take();
+    const all = [...queued, ...more];
+    try {
+      await recordAccepted(
+        this.#deps.db,
+        all.flatMap(({ item }) => item),
+        limits.speiSettlementCheckSeconds,
+      );
+      for (const { resolve } of all) resolve();
+    } catch (error) {
+      for (const { reject } of all) reject(error);
+    }
+  }
+
+  /** Room for `orders` more, taken until `start` or `release` gives it back; false when full or stopped. */
+  reserve(orders: number): boolean {
+    if (this.#stopped || this.#reserved + orders > this.#max) return false;
+    this.#reserved += orders;
+    return true;
+  }
+
+  /** Gives back room reserved for a batch that was not written. */
+  release(orders: number): void {
+    this.#reserved -= orders;
+  }
+
+  /** Hands the jobs' orders over in the background; their room is given back once answered. */
+  start(jobs: RailJob[], orders: Map<string, repo.SpeiOrderRow>, reserved: number): void {
+    const run = dispatchChunk(this.#deps, jobs, orders, (accepted) =>
+      accepted.length > 0 ? this.#accepted.submit(accepted) : Promise.resolve(),
+    )
+      .catch((error: unknown) =>
+        this.#deps.warn?.("SPEI hand-over failed; the orders go at their lease's end", {
+          orders: jobs.length,
+          error: error instanceof Error ? error.message : String(error),
+        }),
+      )
+      .finally(() => {
+        this.#reserved -= reserved;
+        this.#running.delete(run);
+      });
+    this.#running.add(run);
+  }
+
+  /** Takes no more, and waits for the hand-overs on their way. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await Promise.all([...this.#running]);
+  }
+}
+
 type Sent = { job: RailJob; order: repo.SpeiOrderRow; result: SubmitResult };
 
-/** Sends claimed orders at once, and records what the rail accepted in one statement. */
+/** Records what the rail accepted, in one statement. */
+type RecordAccepted = (accepted: AcceptedOrder[]) => Promise<void>;
+
+/** Sends claimed orders at once, and records what the rail accepted (`record`: in one statement). */
 async function dispatchChunk(
   deps: SpeiDispatchDeps,
   jobs: RailJob[],
   orders: Map<string, repo.SpeiOrderRow>,
+  record: RecordAccepted = (accepted) => recordAccepted(deps.db, accepted, limits.speiSettlementCheckSeconds),
 ): Promise<void> {
   const inFlight = (job: RailJob) => {
     const status = orders.get(job.refId)?.status;
@@ -87,12 +172,10 @@ async function dispatchChunk(
     jobs.filter(inFlight).map((job) => sendOne(deps, job, orders.get(job.refId) as repo.SpeiOrderRow)),
   );
   const answered = sent.filter((s): s is Sent => s !== undefined);
-  await recordAccepted(
-    deps.db,
+  await record(
     answered.flatMap(({ job, order, result }) =>
       result.accepted ? [{ job, orderId: order.id, railReference: result.railReference }] : [],
     ),
-    limits.speiSettlementCheckSeconds,
   );
   for (const refused of answered) if (!refused.result.accepted) await recordRefusal(deps, refused);
 }

@@ -77,7 +77,7 @@ export async function recordAccepted(
       update rail_outbox j set last_error = null,
         next_attempt_at = now() + ${settlementCheckSeconds}::integer * interval '1 second'
       from v join locked l on l.id = v.id
-      where j.id = v.job_id and l.status in ('PENDIENTE', 'ENVIADA')
+      where j.id = v.job_id and l.status = 'ENVIADA'
       returning j.id),
     finished as (
       delete from rail_outbox j
