@@ -64,10 +64,19 @@ export class Postgres {
    * The statements that took the most of PostgreSQL's time since the reset, per request, with the
    * pages each read from outside shared buffers (a working set outgrowing them shows there first).
    */
+  /** Planning is counted only with `pg_stat_statements.track_planning` on. */
   async describeStatements(requests: number, limit = 25): Promise<string> {
-    const rows = await this.sql<{ calls: string; ms: string; read: string; hit: string; query: string }>(
+    const rows = await this.sql<{
+      calls: string;
+      ms: string;
+      plan: string;
+      read: string;
+      hit: string;
+      query: string;
+    }>(
       "postgres",
       `select calls::text, round(total_exec_time::numeric, 1)::text as ms,
+         round(total_plan_time::numeric, 1)::text as plan,
          shared_blks_read::text as read, shared_blks_hit::text as hit,
          regexp_replace(left(query, 140), '\\s+', ' ', 'g') as query
        from pg_stat_statements order by total_exec_time desc limit ${limit}`,
@@ -75,7 +84,7 @@ export class Postgres {
     const per = (n: string, scale = 1) => ((Number(n) * scale) / Math.max(1, requests)).toFixed(1);
     const lines = rows.map(
       (r) =>
-        `  ${per(r.ms, 1000).padStart(7)} us/req ${r.calls.padStart(8)} calls ${per(r.hit).padStart(6)} hit ${per(r.read).padStart(6)} read/req  ${r.query}`,
+        `  ${per(r.ms, 1000).padStart(7)} us/req (planning ${per(r.plan, 1000)}) ${r.calls.padStart(8)} calls ${per(r.hit).padStart(6)} hit ${per(r.read).padStart(6)} read/req  ${r.query}`,
     );
     return `statements by total time:\n${lines.join("\n")}`;
   }
