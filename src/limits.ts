@@ -340,8 +340,12 @@ export const limits = {
   transferCardMemory: 10_000,
   /** Card purchases: answers to recent message ids a process keeps, for the network's repeats. */
   authorizationAnswerMemory: 4_096,
-  /** Card purchases: authorization batches in flight per process (a card always uses the same one). */
-  authorizationBatchLanes: 2,
+  /**
+   * Card purchases: authorization batches in flight per process (a card always uses the same one).
+   * One: a batch then holds what queued while the last one was written, twice what two lanes
+   * share, and costs PostgreSQL a quarter less per authorization (bench/NOTES.md).
+   */
+  authorizationBatchLanes: 1,
   /** Card purchases: expired holds one pass of the expiry worker releases. */
   holdExpiryBatch: 64,
   /** A card network message's body, in bytes. */
