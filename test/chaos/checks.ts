@@ -479,7 +479,9 @@ async function checkCardDecisions(books: Books, database: string, report: CardRe
 
 /**
  * The run's controls held, and each card's velocity count is what its authorizations spent: no
- * approval above the maximum, none at a casino, no card over its daily count at the end; the
+ * approval above the maximum, none at a casino, no card over its daily count at the end but by
+ * what could not be refused (a force post, a clearing after its hold expired, each counted as
+ * spending and posted even at the limit); the
  * lifetime figures of card_spending equal the sums over the card's authorizations; no decision is
  * left awaiting once every message was answered.
  */
@@ -502,7 +504,12 @@ async function checkCardControls(
          where status <> 'DECLINED' and authorization_code is not null and authorized_cents > ${controls.maxAmountPesos * 100})::int as above_max,
        (select count(*) from card_authorizations
          where status <> 'DECLINED' and authorization_code is not null and mcc = '7995')::int as at_casino,
-       (select count(*) from card_spending where day_count > ${controls.dailyCount})::int as over_daily,
+       (select count(*) from card_spending s where s.day_count > ${controls.dailyCount} + (
+         select count(*) from card_authorizations a
+         where a.card_id = s.card_id and a.status <> 'DECLINED' and a.held_cents + a.cleared_cents > 0
+           and (a.created_at at time zone 'America/Mexico_City')::date = (now() at time zone 'America/Mexico_City')::date
+           and (a.force_post or exists (select 1 from card_network_messages m
+             where m.authorization_id = a.id and m.type = 'AUTHORIZATION_EXPIRY'))))::int as over_daily,
        (select count(*) from per_card p left join card_spending s using (card_id)
          where p.cents <> coalesce(s.lifetime_cents, 0) or p.n <> coalesce(s.lifetime_count, 0))::int as miscounted,
        ((select count(*) from card_authorizations where decision = 'AWAITING')
