@@ -9,16 +9,20 @@ export interface Queued<I, O> {
  * Work that is cheaper written together: whatever queues while one batch is being written becomes
  * the next batch (at most `max` items), so a batch is as large as the load makes it and a lone item
  * waits for nothing. One batch is in flight per queue; `write` answers every item it is given.
+ * With `gatherMs`, each batch first waits that long for more (work nobody waits on, such as
+ * recording what a rail accepted), so that one write takes what several would.
  */
 export class BatchQueue<I, O> {
   readonly #queue: Queued<I, O>[] = [];
   readonly #max: number;
   readonly #write: (batch: Queued<I, O>[]) => Promise<void>;
+  readonly #gatherMs: number;
   #draining = false;
 
-  constructor(max: number, write: (batch: Queued<I, O>[]) => Promise<void>) {
+  constructor(max: number, write: (batch: Queued<I, O>[]) => Promise<void>, gatherMs = 0) {
     this.#max = max;
     this.#write = write;
+    this.#gatherMs = gatherMs;
   }
 
   submit(item: I): Promise<O> {
@@ -30,13 +34,9 @@ export class BatchQueue<I, O> {
     });
   }
 
-  /** What queued since the batch in flight was taken (up to `max`), for its write to take too. */
-  take(): Queued<I, O>[] {
-    return this.#queue.splice(0, this.#max);
-  }
-
   async #drain(): Promise<void> {
     while (this.#queue.length > 0) {
+      if (this.#gatherMs > 0) await new Promise((resolve) => setTimeout(resolve, this.#gatherMs));
       const batch = this.#queue.splice(0, this.#max);
       try {
         await this.#write(batch);

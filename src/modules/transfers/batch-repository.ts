@@ -4,12 +4,11 @@ import type { RailJob } from "../../db/rail-outbox.ts";
 import { type IdempotencyRecord, keyRecordsCte } from "../../idempotency/store.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";
-import type { NewSpeiOrderRow, SpeiOrderRow } from "./repository.ts";
+import type { SpeiOrderRow } from "./repository.ts";
 
 /** One transfer out of a batch, decided before the statement: what it writes. */
 export interface BatchedTransfer {
-  order: NewSpeiOrderRow;
-  /** The order as read back once written: what its hand-over to the rail sends. */
+  /** The new order (PENDIENTE): what the statement inserts, and what its hand-over to the rail sends. */
   row: SpeiOrderRow;
   entry: BatchEntry;
   event: OutboxEvent;
@@ -72,8 +71,8 @@ const columnTypes: Record<(typeof orderColumns)[number], string> = {
  */
 function ordersCte(transfers: BatchedTransfer[], leaseSeconds: number | undefined) {
   const arrays = orderColumns.map((column) => {
-    const values = transfers.map(({ order }) => {
-      const value = order[column];
+    const values = transfers.map(({ row }) => {
+      const value = row[column];
       if (value === null || value === undefined) return null;
       return value instanceof Date ? value.toISOString() : String(value);
     });

@@ -18,7 +18,6 @@ import { outboxRow } from "../events/outbox.ts";
 import { type Beneficiary, BeneficiaryProperties, validateBeneficiary } from "./beneficiary.ts";
 import {
   createSpeiOrder,
-  newOrderOf,
   type PreparedSpeiOrder,
   prepareSpeiOrder,
   type SpeiOrder,
@@ -150,7 +149,6 @@ function submit(
   const { idempotency } = request;
   return ctx.transferBatcher.submit({
     transfer: {
-      order: newOrderOf(prepared.row),
       row: prepared.row,
       entry: prepared.entry,
       event: outboxRow({ type: "transfer.out.created", clientId: card.client_id, data: order.view }),

@@ -1,4 +1,4 @@
-import { BatchQueue, type Queued } from "../../db/batch-queue.ts";
+import { BatchQueue } from "../../db/batch-queue.ts";
 import type { Db } from "../../db/database.ts";
 import { postponeRailJob, type RailJob, retryRailJobLater } from "../../db/rail-outbox.ts";
 import { accountTypeCodes } from "../../domain/spei.ts";
@@ -80,7 +80,10 @@ export class SpeiHandOver {
   readonly #deps: SpeiDispatchDeps;
   readonly #max: number;
   readonly #running = new Set<Promise<void>>();
-  /** Acceptances of several batches' hand-overs, recorded together (`record`). */
+  /**
+   * Acceptances of several batches' hand-overs, gathered for `speiAcceptedRecordMs` and recorded
+   * in one statement: an order the rail took is ENVIADA a moment later.
+   */
   readonly #accepted: BatchQueue<AcceptedOrder[], void>;
   #reserved = 0;
   #stopped = false;
@@ -88,27 +91,18 @@ export class SpeiHandOver {
   constructor(deps: SpeiDispatchDeps, max: number = limits.speiHandOverMax) {
     this.#deps = deps;
     this.#max = max;
-    this.#accepted = new BatchQueue(Math.max(1, max), (queued) => this.#record(queued));
-  }
-
-  /**
-   * Waits `speiAcceptedRecordMs` for more acceptances first: an order the rail took is ENVIADA a
-   * moment later, and one statement records the hand-overs of several batches.
-   */
-  async #record(queued: Queued<AcceptedOrder[], void>[]): Promise<void> {
-    await new Promise((resolve) => setTimeout(resolve, limits.speiAcceptedRecordMs));
-    const more = this.#accepted.take();
-    const all = [...queued, ...more];
-    try {
-      await recordAccepted(
-        this.#deps.db,
-        all.flatMap(({ item }) => item),
-        limits.speiSettlementCheckSeconds,
-      );
-      for (const { resolve } of all) resolve();
-    } catch (error) {
-      for (const { reject } of all) reject(error);
-    }
+    this.#accepted = new BatchQueue(
+      Math.max(1, max),
+      async (queued) => {
+        await recordAccepted(
+          deps.db,
+          queued.flatMap(({ item }) => item),
+          limits.speiSettlementCheckSeconds,
+        );
+        for (const { resolve } of queued) resolve();
+      },
+      limits.speiAcceptedRecordMs,
+    );
   }
 
   /** Room for `orders` more, taken until `start` or `release` gives it back; false when full or stopped. */
