@@ -94,11 +94,15 @@ export class Topology {
   /**
    * The primary's host is lost (an immediate stop, never started again) and the standby is
    * promoted, as an operator or a failover manager does. Every commit a client was answered for
-   * is on the standby: the primary waited for the standby to have it on disk.
+   * is on the standby: the primary waited for the standby to have it on disk. Only once the
+   * standby has caught up, as a failover manager promotes only a standby in sync: a primary just
+   * restarted from a crash shows the transactions it committed before it that the standby never
+   * confirmed (a retry is answered from them), and the standby gets them only once it reconnects.
    */
   async failover(): Promise<number> {
     const standby = this.#standby;
     if (!standby) throw new Error("no standby to fail over to");
+    await standby.caughtUp(this.#primary);
     const started = Date.now();
     await this.#primary.crash();
     await standby.promote();
