@@ -12,6 +12,8 @@
  * while it runs; `perf report --pid <server> --children --sort sym`).
  * DRAIN=1 (transfer): also waits for every order to settle, and prints the CPU per order from the
  * load's start to then, the workers' hand-overs and settlements included however far they lagged.
+ * FILL=n (transfer): first seeds n more cards, pays each and authorizes over them for 5 s, so the
+ * process holds the card memories the full run's process holds by its transfers.
  * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
@@ -19,7 +21,14 @@
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
-import { type CpuSnapshot, countPostgresOf, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
+import {
+  type CpuSnapshot,
+  countPostgresOf,
+  cpuSnapshot,
+  describeCpu,
+  describeThreads,
+  threadSeconds,
+} from "./lib/cpu.ts";
 import {
   authorizationRequests,
   cardPayments,
@@ -112,6 +121,40 @@ async function describeDrained(start: CpuSnapshot, pid: number): Promise<void> {
   );
 }
 
+/** Seconds the main thread spent paused for the collector so far, by kind (prom-client's histogram). */
+async function gcSeconds(base: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const byKind = new Map<string, number>();
+  for (const match of text.matchAll(/^emisor_nodejs_gc_duration_seconds_sum\{kind="(\w+)"\} (\S+)$/gm))
+    byKind.set(match[1] ?? "?", Number(match[2]));
+  return byKind;
+}
+
+function describeGc(before: Map<string, number>, after: Map<string, number>, requests: number): string {
+  const parts = [...after].map(([kind, s]) => {
+    const us = ((s - (before.get(kind) ?? 0)) * 1e6) / Math.max(requests, 1);
+    return `${kind} ${us.toFixed(0)} us`;
+  });
+  return `collector pauses per request: ${parts.join(", ")}`;
+}
+
+/** The card memories of the full run by its transfers: many cards paid, then authorized over. */
+async function fillMemories(base: string, root: seed.Client): Promise<void> {
+  const cards = await seed.seedCards(base, root, Number(process.env.FILL), {});
+  await seed.pool(cards, 8, (card) => seed.pay(base, root.token, card.id, 1_000));
+  await load({
+    url: `${base}/v1/rails/cards/messages`,
+    method: "POST",
+    connections: 64,
+    warmupSeconds: 0,
+    seconds: 5,
+    request: authorizationRequests(
+      cards.map((card) => card.id),
+      benchCardNetworkSecret,
+    ),
+  });
+}
+
 async function main(): Promise<void> {
   await pgs.create(database);
   countPostgresOf(await pgs.serverProcessPid());
@@ -162,13 +205,18 @@ async function main(): Promise<void> {
         "4821",
       );
     }
+    if (scenario === "transfer" && process.env.FILL) await fillMemories(server.url, root);
     // `listing`: the first page of 50 of a collection CLABE's 20,000 incoming transfers.
     if (scenario === "listing") await seed.seedTransfers(pgs, database, root.clabe, 20_000, 30);
     let i = 0;
     const start = cpuSnapshot(server.pid);
     let before: CpuSnapshot | undefined;
+    let gcBefore: Promise<Map<string, number>> | undefined;
+    let threadsBefore = new Map<string, number>();
     const measureCpu = () => {
       before = cpuSnapshot(server.pid);
+      gcBefore = gcSeconds(server.url);
+      threadsBefore = threadSeconds(server.pid);
       if (process.env.PGSS) void pgs.resetStatements();
       server.metrics().catch(() => {}); // reading the metrics starts a new event-loop delay histogram
     };
@@ -234,6 +282,8 @@ async function main(): Promise<void> {
                 },
     );
     const after = cpuSnapshot(server.pid);
+    const threadsAfter = threadSeconds(server.pid);
+    const gcAfter = await gcSeconds(server.url);
     if (process.env.DRAIN && scenario === "transfer") await describeDrained(start, server.pid);
     if (process.env.PGSS) process.stdout.write(`\n${await pgs.describeStatements(result.measured)}\n`);
     const { batches, eventLoopP99Ms } = await server.metrics();
@@ -241,6 +291,10 @@ async function main(): Promise<void> {
       `${describeBatches(batches)}; event-loop delay p99 ${eventLoopP99Ms.toFixed(1)} ms\n`,
     );
     if (before) process.stdout.write(`${describeCpu(before, after, result.measured, seconds)}\n`);
+    if (gcBefore) process.stdout.write(`${describeGc(await gcBefore, gcAfter, result.measured)}\n`);
+    process.stdout.write(
+      `service threads per request: ${describeThreads(threadsBefore, threadsAfter, result.measured)}\n`,
+    );
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const authorizationBatches = metrics
       .split("\n")

@@ -95,3 +95,47 @@ export function describeCpu(
   const names = { service: "service", postgres: "PostgreSQL", loader: "load generator" };
   return `CPU per request: ${parts.map((p) => `${names[p.k]} ${Math.round(p.perRequest)} us`).join(", ")} (${parts.map((p) => p.cores.toFixed(2)).join(", ")} cores)`;
 }
+
+/**
+ * CPU seconds of each thread group of a process, by thread name (Linux names them: the main
+ * thread after the program, V8's collector and compiler helpers "V8 DefaultWorke", libuv's pool
+ * "libuv-worker"), so that the collector's concurrent work shows apart from the event loop's.
+ */
+export function threadSeconds(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return byName;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = tid === String(pid) ? "main" : stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const seconds = (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
+      byName.set(name, (byName.get(name) ?? 0) + seconds);
+    } catch {
+      // the thread ended between listing and reading
+    }
+  }
+  return byName;
+}
+
+/** "main 210 us, V8 DefaultWorke 60 us, ..." per request between two readings of threadSeconds. */
+export function describeThreads(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  requests: number,
+): string {
+  return [...after]
+    .map(
+      ([name, seconds]) =>
+        [name, ((seconds - (before.get(name) ?? 0)) * 1e6) / Math.max(requests, 1)] as const,
+    )
+    .filter(([, us]) => us >= 1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, us]) => `${name} ${us.toFixed(0)} us`)
+    .join(", ");
+}
