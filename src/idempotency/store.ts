@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { jsonbArray } from "../db/array-literal.ts";
 import type { Queryable, Tx } from "../db/database.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
@@ -191,7 +192,7 @@ export function keyRecordsCte(records: IdempotencyRecord[], onConflict: ReturnTy
       select api_key_id, key, request_hash, status, body from unnest(
         ${records.map((r) => r.apiKeyId)}::uuid[], ${records.map((r) => r.key)}::text[],
         ${records.map((r) => r.requestHash)}::text[], ${records.map((r) => r.status)}::int[],
-        ${records.map((r) => JSON.stringify(r.body))}::jsonb[]
+        ${jsonbArray(records.map((r) => JSON.stringify(r.body)))}
       ) as t(api_key_id, key, request_hash, status, body)
       ${onConflict}
       returning key)`;

@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from "kysely";
+import { jsonbArray } from "../db/array-literal.ts";
 import type { Tx } from "../db/database.ts";
 import { assertBalanced, type EntryInput, netByAccount, onShards } from "./ledger.ts";
 import type { Cents } from "./money.ts";
@@ -85,7 +86,7 @@ function entryRows(entries: BatchEntry[]): RawBuilder<unknown> {
       insert into journal_entries (id, kind, description, client_id, metadata)
       select * from unnest(${entries.map((e) => e.id)}::uuid[], ${entries.map((e) => e.kind)}::text[],
         ${entries.map((e) => e.description ?? null)}::text[], ${entries.map((e) => e.clientId ?? null)}::uuid[],
-        ${entries.map((e) => (e.metadata ? JSON.stringify(e.metadata) : null))}::jsonb[])
+        ${jsonbArray(entries.map((e) => (e.metadata ? JSON.stringify(e.metadata) : null)))})
       returning id),
     ledger_postings as (
       insert into postings (entry_id, account_id, amount_cents)

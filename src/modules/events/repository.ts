@@ -1,4 +1,5 @@
 import { type RawBuilder, type Selectable, sql } from "kysely";
+import { jsonbArray } from "../../db/array-literal.ts";
 import type { Queryable, Tx } from "../../db/database.ts";
 import type { EventsTable } from "../../db/schema.ts";
 import { limits } from "../../limits.ts";
@@ -220,7 +221,7 @@ export function eventsWithDeliveries(events: ReadonlyArray<OutboxEvent>) {
       insert into events (id, type, client_id, data)
       select id, type, client_id, data from unnest(
         ${events.map((x) => x.id)}::uuid[], ${events.map((x) => x.type)}::text[],
-        ${events.map((x) => x.clientId)}::uuid[], ${events.map((x) => x.data)}::jsonb[]
+        ${events.map((x) => x.clientId)}::uuid[], ${jsonbArray(events.map((x) => x.data))}
       ) as t(id, type, client_id, data)
       returning id, type, client_id),
     outbox_deliveries as (

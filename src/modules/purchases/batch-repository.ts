@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { jsonbArray } from "../../db/array-literal.ts";
 import type { Db } from "../../db/database.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import type { WindowKeys } from "../controls/windows.ts";
@@ -130,7 +131,7 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
         ${a.map((x) => String(x.authorized_cents))}::bigint[], ${a.map((x) => String(x.held_cents))}::bigint[],
         ${a.map((x) => x.authorization_code)}::text[], ${a.map((x) => x.decline_reason)}::text[],
         ${a.map((x) => x.channel)}::text[], ${a.map((x) => x.partial_allowed)}::boolean[],
-        ${a.map((x) => JSON.stringify(x.merchant))}::jsonb[], ${a.map((x) => x.mcc)}::text[],
+        ${jsonbArray(a.map((x) => JSON.stringify(x.merchant)))}, ${a.map((x) => x.mcc)}::text[],
         ${a.map((x) => x.hold_account_id)}::uuid[], ${a.map((x) => x.expires_at?.toISOString() ?? null)}::timestamptz[],
         ${a.map((x) => x.created_at.toISOString())}::timestamptz[], ${a.map((x) => x.updated_at.toISOString())}::timestamptz[],
         ${a.map((x) => x.decision)}::text[])
@@ -143,7 +144,7 @@ export async function writeAuthorizationsAtOnce(db: Db, batch: AuthorizationBatc
       from unnest(${m.map((x) => x.messageId)}::text[], ${m.map((x) => x.cardId)}::uuid[],
         ${m.map((x) => x.clientId)}::uuid[], ${m.map((x) => x.authorizationId)}::uuid[],
         ${m.map((x) => String(x.amountCents))}::bigint[], ${m.map((x) => x.entryId)}::uuid[],
-        ${m.map((x) => JSON.stringify(x.merchant ?? null))}::jsonb[], ${m.map((x) => (x.response === null ? null : JSON.stringify(x.response)))}::jsonb[])
+        ${jsonbArray(m.map((x) => JSON.stringify(x.merchant ?? null)))}, ${jsonbArray(m.map((x) => (x.response === null ? null : JSON.stringify(x.response))))})
         as v(message_id, card_id, client_id, authorization_id, amount_cents, entry_id, merchant, response)
       returning seq),
     ${spending.ctes},

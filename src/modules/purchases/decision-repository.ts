@@ -1,4 +1,5 @@
 import { sql } from "kysely";
+import { jsonbArray } from "../../db/array-literal.ts";
 import type { Db } from "../../db/database.ts";
 import { emitEvents, outboxRows } from "../events/outbox.ts";
 import { eventsWithDeliveries } from "../events/repository.ts";
@@ -41,7 +42,7 @@ export async function recordApprovals(
   await sql`
     with decided as (
       select * from unnest(${ids}::uuid[], ${messageIds}::text[], ${rows.map((r) => r.decision)}::text[],
-        ${rows.map((r) => r.metadata)}::jsonb[], ${rows.map((r) => r.response)}::jsonb[])
+        ${jsonbArray(rows.map((r) => r.metadata))}, ${jsonbArray(rows.map((r) => r.response))})
         as v(id, message_id, decision, metadata, response)),
     authorizations as (
       update card_authorizations a set decision = d.decision, decision_metadata = d.metadata, updated_at = now()
