@@ -22,7 +22,14 @@ import path from "node:path";
 import { buildClabe } from "../src/domain/clabe.ts";
 import { limits } from "../src/limits.ts";
 import { balancesOf, checkBooks, postingsWatermark } from "./lib/books.ts";
-import { type CpuSnapshot, countPostgresOf, cpuSnapshot, describeCpu } from "./lib/cpu.ts";
+import {
+  type CpuSnapshot,
+  countPostgresOf,
+  cpuSnapshot,
+  describeCpu,
+  describeThreads,
+  threadSeconds,
+} from "./lib/cpu.ts";
 import {
   authorizationRequests,
   cardPayments,
@@ -145,16 +152,19 @@ async function scenario(
   const before = await server.metrics(); // starts a new event-loop histogram
   server.resetPeakRss();
   let cpuBefore: CpuSnapshot | undefined;
+  let threadsBefore = new Map<string, number>();
   const result = await load({
     ...options,
     onMeasureStart: () => {
       cpuBefore = cpuSnapshot(server.pid);
+      threadsBefore = threadSeconds(server.pid);
       if (statements) void pgs.resetStatements();
       options.onMeasureStart?.();
     },
   });
+  const threads = describeThreads(threadsBefore, threadSeconds(server.pid), result.measured);
   const cpu = cpuBefore
-    ? describeCpu(cpuBefore, cpuSnapshot(server.pid), result.measured, options.seconds)
+    ? `${describeCpu(cpuBefore, cpuSnapshot(server.pid), result.measured, options.seconds)} (service threads: ${threads})`
     : "";
   const rss = server.peakRssMb();
   peakRss[engine] = Math.max(peakRss[engine], rss);

@@ -97,9 +97,10 @@ export function describeCpu(
 }
 
 /**
- * CPU seconds of each thread group of a process, by thread name (Linux names them: the main
- * thread after the program, V8's collector and compiler helpers "V8 DefaultWorke", libuv's pool
- * "libuv-worker"), so that the collector's concurrent work shows apart from the event loop's.
+ * CPU seconds of a process's main thread (the event loop) and of all its other threads: V8's
+ * helpers, which do most of the collector's work and compile optimized code, and libuv's pool
+ * (scrypt, file system). Node 20 names them all "node", so they are told apart from the main
+ * thread only.
  */
 export function threadSeconds(pid: number): Map<string, number> {
   const byName = new Map<string, number>();
@@ -112,7 +113,7 @@ export function threadSeconds(pid: number): Map<string, number> {
   for (const tid of tids) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const name = tid === String(pid) ? "main" : stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const name = tid === String(pid) ? "main" : "others";
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const seconds = (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
       byName.set(name, (byName.get(name) ?? 0) + seconds);
@@ -123,7 +124,7 @@ export function threadSeconds(pid: number): Map<string, number> {
   return byName;
 }
 
-/** "main 210 us, V8 DefaultWorke 60 us, ..." per request between two readings of threadSeconds. */
+/** "main 210 us, others 60 us" per request between two readings of threadSeconds. */
 export function describeThreads(
   before: Map<string, number>,
   after: Map<string, number>,
