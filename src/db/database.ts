@@ -11,7 +11,6 @@ import {
 } from "kysely";
 import pg from "pg";
 import { limits } from "../limits.ts";
-import { withArrayLiterals } from "./array-literal.ts";
 import { acquireDirLock } from "./dir-lock.ts";
 import { isDatabaseUnavailable, markOutcomeUnknown } from "./failures.ts";
 import { FairGate } from "./fair-gate.ts";
@@ -318,8 +317,9 @@ function withQueryDeadline(
       const query = (text: string, values: ReadonlyArray<unknown>) => {
         const timer = setTimeout(() => (client as ClientWithSocket).connection?.stream?.destroy(), timeoutMs);
         const name = names.of(text, values);
-        const written = withArrayLiterals(values);
-        const config = name ? { name, text, values: written } : { text, values: written };
+        const config = name
+          ? { name, text, values: values as unknown[] }
+          : { text, values: values as unknown[] };
         const sent = outcome.sending(text);
         return client
           .query(config)

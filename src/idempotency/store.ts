@@ -1,6 +1,6 @@
 import { sql } from "kysely";
-import { jsonbArray } from "../db/array-literal.ts";
 import type { Queryable, Tx } from "../db/database.ts";
+import { jsonbArray } from "../db/jsonb-array.ts";
 import { AppError, errors } from "../errors.ts";
 import { limits } from "../limits.ts";
 import type { IdempotentResult, StoredResponse } from "./reply.ts";

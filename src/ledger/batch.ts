@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from "kysely";
-import { jsonbArray } from "../db/array-literal.ts";
 import type { Tx } from "../db/database.ts";
+import { jsonbArray } from "../db/jsonb-array.ts";
 import { assertBalanced, type EntryInput, netByAccount, onShards } from "./ledger.ts";
 import type { Cents } from "./money.ts";
 

@@ -1,6 +1,6 @@
 import { type RawBuilder, type Selectable, sql } from "kysely";
-import { jsonbArray } from "../../db/array-literal.ts";
 import type { Queryable, Tx } from "../../db/database.ts";
+import { jsonbArray } from "../../db/jsonb-array.ts";
 import type { EventsTable } from "../../db/schema.ts";
 import { limits } from "../../limits.ts";
 

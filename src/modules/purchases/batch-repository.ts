@@ -1,6 +1,6 @@
 import { sql } from "kysely";
-import { jsonbArray } from "../../db/array-literal.ts";
 import type { Db } from "../../db/database.ts";
+import { jsonbArray } from "../../db/jsonb-array.ts";
 import { type BatchEntry, ledgerBatch } from "../../ledger/batch.ts";
 import type { WindowKeys } from "../controls/windows.ts";
 import { eventsWithDeliveries, type OutboxEvent } from "../events/repository.ts";

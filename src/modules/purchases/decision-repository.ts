@@ -1,6 +1,6 @@
 import { sql } from "kysely";
-import { jsonbArray } from "../../db/array-literal.ts";
 import type { Db } from "../../db/database.ts";
+import { jsonbArray } from "../../db/jsonb-array.ts";
 import { emitEvents, outboxRows } from "../events/outbox.ts";
 import { eventsWithDeliveries } from "../events/repository.ts";
 import { spendable } from "./card-money.ts";

@@ -1,16 +1,10 @@
-// Array parameters: the literal Emisor writes is node-postgres's own, and the database reads back
-// exactly the values sent (quotes, backslashes, braces, commas, NULL, the text "NULL", JSON).
+// Array parameters: the database reads back exactly the values sent (quotes, backslashes, braces,
+// commas, NULL, the text "NULL", JSON), and jsonb arrays sent as one text keep nulls and order.
 import assert from "node:assert/strict";
-import { createRequire } from "node:module";
 import { after, before, test } from "node:test";
 import { sql } from "kysely";
-import { arrayLiteral, jsonbArray, withArrayLiterals } from "../src/db/array-literal.ts";
+import { jsonbArray } from "../src/db/jsonb-array.ts";
 import { startTestApp, type TestApp } from "./helpers/harness.ts";
-
-// node-postgres's own writer (not in its type declarations).
-const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as {
-  prepareValue: (value: unknown) => unknown;
-};
 
 const awkward = [
   "plain",
@@ -23,33 +17,6 @@ const awkward = [
   "ñandú 🚀 \u00e9",
   JSON.stringify({ name: 'Café "El Ñ"', path: "C:\\tmp", list: [1, "x"] }),
 ];
-
-test("the literal is the one node-postgres writes, for every kind of element it takes", () => {
-  const cases: unknown[][] = [
-    awkward,
-    [],
-    [1, 2.5, -3],
-    [9007199254740993n, 0n, -12n],
-    [true, false, null],
-    ["0190a7c2-1c1e-7000-8000-000000000001", undefined],
-  ];
-  for (const values of cases)
-    assert.equal(
-      arrayLiteral(values),
-      prepareValue(values),
-      JSON.stringify(values, (_, v) => (typeof v === "bigint" ? String(v) : v)),
-    );
-});
-
-test("arrays of other elements are left to node-postgres", () => {
-  assert.equal(arrayLiteral([new Date(0)]), undefined);
-  assert.equal(arrayLiteral([[1, 2]]), undefined);
-  assert.equal(arrayLiteral([Buffer.from("x")]), undefined);
-  const values = [1, [new Date(0)], ["a"]];
-  assert.deepEqual(withArrayLiterals(values), [1, [new Date(0)], '{"a"}']);
-  const untouched = ["no arrays", 2];
-  assert.equal(withArrayLiterals(untouched), untouched);
-});
 
 let t: TestApp;
 before(async () => {
