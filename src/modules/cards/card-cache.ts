@@ -1,6 +1,7 @@
 import type { Queryable } from "../../db/database.ts";
 import { limits } from "../../limits.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
+import { StringPool } from "../shared/string-pool.ts";
 import type { CardRef } from "./card-number.ts";
 import { type CardRecord, findCardInScope } from "./repository.ts";
 
@@ -25,9 +26,12 @@ export type CachedCard = Pick<
 
 export class CardCache {
   readonly #entries: BoundedMap<string, CachedCard>;
+  /** The cards' clients, statuses, expiries and types, one copy of each. */
+  readonly #pool: StringPool;
 
   constructor(capacity = limits.cardCacheEntries) {
     this.#entries = new BoundedMap(capacity);
+    this.#pool = new StringPool(capacity);
   }
 
   async find(db: Queryable, callerId: string, ref: CardRef): Promise<CachedCard | undefined> {
@@ -39,13 +43,13 @@ export class CardCache {
     // Only what a payment reads: about half the memory of the whole record.
     const immutable: CachedCard = {
       id: card.id,
-      status: card.status,
+      status: this.#pool.string(card.status),
       last_four: card.last_four,
-      expires_on: card.expires_on,
-      client_id: card.client_id,
+      expires_on: this.#pool.string(card.expires_on),
+      client_id: this.#pool.string(card.client_id),
       account_id: card.account_id,
       account_reference: card.account_reference,
-      card_type: card.card_type,
+      card_type: this.#pool.string(card.card_type),
     };
     this.#entries.set(key, immutable);
     return immutable;

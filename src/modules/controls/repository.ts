@@ -139,7 +139,7 @@ export interface CardTargets {
   cardholder_id: string | null;
   product_id: string;
   /** The card's client's lineage, the root first. */
-  lineage: string[];
+  lineage: readonly string[];
 }
 
 export function targetsOf(card: CardTargets): string[] {

@@ -6,6 +6,7 @@ import type { CardRef } from "../cards/card-number.ts";
 import { ControlMemory } from "../controls/memory.ts";
 import { type WindowKeys, windowKeysAt } from "../controls/windows.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
+import { StringPool } from "../shared/string-pool.ts";
 import { cardKeyOf, type PlannedBatch, planBatch } from "./authorization-plan.ts";
 import * as batchRepo from "./batch-repository.ts";
 import type { CardMessage, PurchaseSettings } from "./message.ts";
@@ -35,6 +36,8 @@ export class AuthorizationBatcher {
   readonly #observe: (form: AuthorizationBatchForm) => void;
   /** Each card's state after this process's last batch on it, by id and by number's fingerprint. */
   readonly #cards = new BoundedMap<string, batchRepo.BatchCard>(limits.authorizationCardMemory);
+  /** The cards' clients, products, lineages, statuses and expiries, one copy of each. */
+  readonly #pool = new StringPool(limits.authorizationCardMemory);
   readonly #controls = new ControlMemory();
   /** Answers given here lately: a network's repeat of a message id is answered without a query. */
   readonly #answers = new BoundedMap<string, MessageAnswer>(limits.authorizationAnswerMemory);
@@ -196,9 +199,10 @@ export class AuthorizationBatcher {
       now,
     );
     for (const row of rows) {
-      fresh.add(row.id);
-      byKey.set(row.id, row);
-      byKey.set(row.pan_fingerprint, row);
+      const card = this.#pooled(row);
+      fresh.add(card.id);
+      byKey.set(card.id, card);
+      byKey.set(card.pan_fingerprint, card);
     }
     return { byKey, fresh };
   }
@@ -213,6 +217,17 @@ export class AuthorizationBatcher {
     plan.answers.forEach((answer, i) => {
       if (!plan.awaiting.has(i)) this.#answers.set(answer.message_id, answer);
     });
+  }
+
+  /** A card as read, its repeated values shared with the other cards this process keeps. */
+  #pooled(card: batchRepo.BatchCard): batchRepo.BatchCard {
+    const pool = this.#pool;
+    card.client_id = pool.string(card.client_id);
+    card.product_id = pool.string(card.product_id);
+    card.lineage = pool.list(card.lineage);
+    card.status = pool.string(card.status);
+    card.expires_on = pool.string(card.expires_on);
+    return card;
   }
 
   #forgetKey(key: string): void {

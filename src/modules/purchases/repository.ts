@@ -70,7 +70,7 @@ export interface CardState {
   cardholder_id: string | null;
   product_id: string;
   /** The card's client's lineage, the root first: the clients whose controls reach the card. */
-  lineage: string[];
+  lineage: readonly string[];
   status: CardStatus;
   expires_on: string;
   client_disabled: boolean;
