@@ -14,7 +14,8 @@
  * load's start to then, the workers' hand-overs and settlements included however far they lagged.
  * FILL=n (transfer): first seeds n more cards, pays each and authorizes over them for 5 s, so the
  * process holds the card memories the full run's process holds by its transfers.
- * (BENCH_STDERR=1 shows the server's stderr.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
+ * (BENCH_STDERR=1 shows the server's stderr; BENCH_STDOUT=file keeps its stdout after the banner, as
+ * `--trace-gc-nvp` in BENCH_NODE_FLAGS writes there.) Starts the production build with --cpu-prof on a fresh PostgreSQL database, seeds a tenant
  * with cards, loads it with 64 connections, stops it and prints the functions with the most self
  * time (the .cpuprofile is kept under .emisor/profiles for Chrome DevTools).
  */

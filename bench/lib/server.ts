@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { createWriteStream, readFileSync, writeFileSync } from "node:fs";
 
 /**
  * How production runs Emisor: `npm run serve` (package.json; docs/operations.md),
@@ -101,7 +101,8 @@ export class ServerProcess {
         if (match?.[1]) {
           clearTimeout(timer);
           child.stdout?.off("data", onData);
-          child.stdout?.resume();
+          if (process.env.BENCH_STDOUT) child.stdout?.pipe(createWriteStream(process.env.BENCH_STDOUT));
+          else child.stdout?.resume();
           resolve(new ServerProcess(child, match[1], output));
         }
       };

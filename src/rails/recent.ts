@@ -1,5 +1,5 @@
 /** How many calls a simulator keeps for inspection by tests and the sandbox. */
-export const keptCallsMax = 10_000;
+export const keptCallsMax = 1_000;
 
 /**
  * Appends `item` to a simulator's record of calls, dropping the oldest beyond `keptCallsMax` (in

@@ -151,6 +151,31 @@ test("SPEI simulator: answers asynchronously, deduplicates by tracking key, sett
   await sim.close();
 });
 
+test("SPEI simulator: outcomes fall due in the order accepted, each once; a cancelled or flushed one stays delivered", async (t) => {
+  const sim = new SpeiSimulator({ settleDelayMs: 30, returnProbability: 0, unavailableProbability: 0 });
+  const keepAlive = setInterval(() => {}, 1000);
+  t.after(() => clearInterval(keepAlive));
+  const delivered: string[] = [];
+  sim.onStateChange(async (change) => {
+    delivered.push(change.trackingKey);
+  });
+  const keys = Array.from({ length: 50 }, (_, i) => `Q${i}`);
+  for (const key of keys) await sim.submitOrder(order(key));
+  sim.cancelPending(order("Q7").operationDate, "Q7");
+  // Held and released: every outcome is queued again; the entries queued before are stale.
+  sim.hold();
+  sim.release();
+  assert.equal(await sim.flush(), 49);
+  await sim.submitOrder(order("Q50"));
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  assert.deepEqual(delivered, [...keys.filter((key) => key !== "Q7"), "Q50"]);
+  assert.equal(sim.ordersAccepted, 51);
+  assert.deepEqual(await sim.submitOrder(order("Q3")), { accepted: true, railReference: "SIM0000000004" });
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  assert.equal(delivered.length, 50, "a re-sent order that was delivered is not delivered again");
+  await sim.close();
+});
+
 test("SPEI simulator: probabilities drive returns (with a Banxico cause) and outages; failed callbacks are redelivered", async () => {
   const dice = [0.9, 0.1, 0.0]; // not unavailable, returned, first cause
   const sim = new SpeiSimulator({

@@ -84,12 +84,20 @@ export type SimulatedDecision =
   /** Fail the submission as if the rail were unreachable (nothing is recorded). */
   | "UNAVAILABLE";
 
+/** An outcome to deliver: only what its callback names, not the whole order. */
 interface Pending {
-  order: SpeiOrderMessage;
+  trackingKey: string;
+  operationDate: string;
   decision: Exclude<SimulatedDecision, "UNAVAILABLE" | { reject: string }>;
+  /** A redelivery's own timer; the settle delay's outcomes wait in the simulator's queue instead. */
   timer: NodeJS.Timeout | undefined;
+  /** When it is due in the settle queue (a queue entry for another moment is stale). */
+  due: number | undefined;
   failures: number;
 }
+
+/** What the rail answered an order: an accepted order's sequence number, or a refusal. */
+type Answer = number | { refused: string } | { accepted: true; railReference: string };
 
 /**
  * A callback the handler failed to apply is delivered again, backing off from the settle delay
@@ -111,8 +119,12 @@ export class SpeiSimulator implements SpeiRail {
 
   readonly #options: SpeiSimulatorOptions;
   readonly #random: () => number;
-  readonly #results = new Map<string, SubmitResult>();
+  readonly #results = new Map<string, Answer>();
   readonly #pending = new Map<string, Pending>();
+  /** Outcomes due after the settle delay, in the order they fall due, behind one timer. */
+  readonly #queueKeys: string[] = [];
+  readonly #queueDue: number[] = [];
+  #queueTimer: NodeJS.Timeout | undefined;
   /** Outcomes whose redeliveries ran out: kept until a re-send of the order asks for them. */
   readonly #dropped = new Map<string, Pending>();
   #handler: SpeiStateChangeHandler | undefined;
@@ -157,9 +169,8 @@ export class SpeiSimulator implements SpeiRail {
       if (record.e === "accepted" && !this.#results.has(record.key)) {
         // Numbered after the others' orders, as one rail numbers them.
         this.#sequence += 1;
-        this.#results.set(record.key, { accepted: true, railReference: record.ref });
-      } else if (record.e === "refused")
-        this.#results.set(record.key, { accepted: false, detail: record.detail });
+        this.#results.set(record.key, acceptedAs(record.ref));
+      } else if (record.e === "refused") this.#results.set(record.key, { refused: record.detail });
       else if (record.e === "delivered" || record.e === "cancelled") this.#pending.delete(record.key);
     }
   }
@@ -168,7 +179,7 @@ export class SpeiSimulator implements SpeiRail {
     this.#handler = handler;
     // Outcomes restored from the journal wait for a handler to deliver them to.
     for (const [key, pending] of this.#pending)
-      if (!pending.timer) this.#schedule(key, this.#options.settleDelayMs);
+      if (!pending.timer && pending.due === undefined) this.#schedule(key, this.#options.settleDelayMs);
   }
 
   /** Rebuilds the book from the journal: answers for known orders, outcomes not yet delivered. */
@@ -176,14 +187,10 @@ export class SpeiSimulator implements SpeiRail {
     for (const record of records) {
       if (record.e === "accepted") {
         this.#sequence += 1;
-        this.#results.set(record.key, { accepted: true, railReference: record.ref });
-        const order = {
-          trackingKey: record.trackingKey,
-          operationDate: record.operationDate,
-        } as SpeiOrderMessage;
-        this.#pending.set(record.key, { order, decision: record.decision, timer: undefined, failures: 0 });
+        this.#results.set(record.key, acceptedAs(record.ref));
+        this.#pending.set(record.key, pendingOf(record, record.decision));
       } else if (record.e === "refused") {
-        this.#results.set(record.key, { accepted: false, detail: record.detail });
+        this.#results.set(record.key, { refused: record.detail });
       } else if (record.e === "delivered" || record.e === "cancelled") {
         this.#pending.delete(record.key);
       }
@@ -202,7 +209,7 @@ export class SpeiSimulator implements SpeiRail {
     const key = keyOf(order.operationDate, order.trackingKey);
     this.#catchUp();
     this.#journal({ e: "submit", key });
-    const known = this.#results.get(key);
+    const known = answerOf(this.#results.get(key));
     if (known) {
       if (known.accepted) this.#redeliverUndelivered(key);
       return known;
@@ -212,13 +219,13 @@ export class SpeiSimulator implements SpeiRail {
     if ("reject" in decision) {
       const refused: SubmitResult = { accepted: false, detail: decision.reject };
       this.#journal({ e: "refused", key, detail: decision.reject });
-      this.#results.set(key, refused);
+      this.#results.set(key, { refused: decision.reject });
       return refused;
     }
     this.#sequence += 1;
     const accepted: SubmitResult = {
       accepted: true,
-      railReference: `SIM${String(this.#sequence).padStart(10, "0")}`,
+      railReference: referenceOf(this.#sequence),
     };
     this.#journal({
       e: "accepted",
@@ -229,8 +236,8 @@ export class SpeiSimulator implements SpeiRail {
       amountCents: String(order.amountCents),
       decision,
     });
-    this.#results.set(key, accepted);
-    this.#pending.set(key, { order, decision, timer: undefined, failures: 0 });
+    this.#results.set(key, this.#sequence);
+    this.#pending.set(key, pendingOf(order, decision));
     this.#schedule(key, this.#options.settleDelayMs);
     return accepted;
   }
@@ -255,16 +262,13 @@ export class SpeiSimulator implements SpeiRail {
 
   /** Distinct orders the rail holds (a re-sent order counts once). */
   get ordersAccepted(): number {
-    return [...this.#results.values()].filter((r) => r.accepted).length;
+    return [...this.#results.values()].filter((answer) => answerOf(answer)?.accepted).length;
   }
 
   /** Queue outcomes instead of delivering them on timers. */
   hold(): void {
     this.#held = true;
-    for (const pending of this.#pending.values()) {
-      clearTimeout(pending.timer);
-      pending.timer = undefined;
-    }
+    this.#unschedule();
   }
 
   release(): void {
@@ -279,6 +283,7 @@ export class SpeiSimulator implements SpeiRail {
       const pending = this.#pending.get(key);
       if (!pending) continue;
       clearTimeout(pending.timer);
+      pending.due = undefined;
       if (await this.#deliver(key)) delivered += 1;
     }
     return delivered;
@@ -294,7 +299,7 @@ export class SpeiSimulator implements SpeiRail {
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const pending of this.#pending.values()) clearTimeout(pending.timer);
+    this.#unschedule();
     this.#pending.clear();
     this.#dropped.clear();
   }
@@ -308,12 +313,61 @@ export class SpeiSimulator implements SpeiRail {
     return { estado: "LIQUIDACION" };
   }
 
+  /**
+   * Delivers the outcome after `delayMs`. Outcomes after the settle delay, nearly all of them,
+   * fall due in the order they are scheduled, so they queue behind one timer: a timer and a
+   * closure per order would outlive thousands of young collections and be promoted, only to die.
+   */
   #schedule(key: string, delayMs: number): void {
     const pending = this.#pending.get(key);
     if (!pending || this.#held || this.#closed) return;
     clearTimeout(pending.timer);
-    pending.timer = setTimeout(() => void this.#deliver(key), delayMs);
-    pending.timer.unref();
+    pending.timer = undefined;
+    pending.due = undefined;
+    if (delayMs !== this.#options.settleDelayMs) {
+      pending.timer = setTimeout(() => void this.#deliver(key), delayMs);
+      pending.timer.unref();
+      return;
+    }
+    pending.due = performance.now() + delayMs;
+    this.#queueKeys.push(key);
+    this.#queueDue.push(pending.due);
+    if (!this.#queueTimer) this.#armQueue();
+  }
+
+  #armQueue(): void {
+    const next = this.#queueDue[0];
+    this.#queueTimer =
+      next === undefined ? undefined : setTimeout(() => this.#drainQueue(), next - performance.now());
+    this.#queueTimer?.unref();
+  }
+
+  /** Delivers every queued outcome now due (one queued for another moment was rescheduled). */
+  #drainQueue(): void {
+    const now = performance.now();
+    while ((this.#queueDue[0] ?? Number.POSITIVE_INFINITY) <= now) {
+      const key = this.#queueKeys.shift() as string;
+      const due = this.#queueDue.shift();
+      const pending = this.#pending.get(key);
+      if (pending && pending.due === due) {
+        pending.due = undefined;
+        void this.#deliver(key);
+      }
+    }
+    this.#armQueue();
+  }
+
+  /** Nothing is delivered on its own until scheduled again. */
+  #unschedule(): void {
+    for (const pending of this.#pending.values()) {
+      clearTimeout(pending.timer);
+      pending.timer = undefined;
+      pending.due = undefined;
+    }
+    clearTimeout(this.#queueTimer);
+    this.#queueTimer = undefined;
+    this.#queueKeys.length = 0;
+    this.#queueDue.length = 0;
   }
 
   /**
@@ -347,9 +401,36 @@ function keyOf(operationDate: string, trackingKey: string): string {
   return `${operationDate}|${trackingKey}`;
 }
 
+function pendingOf(
+  order: { trackingKey: string; operationDate: string },
+  decision: Pending["decision"],
+): Pending {
+  const { trackingKey, operationDate } = order;
+  return { trackingKey, operationDate, decision, timer: undefined, due: undefined, failures: 0 };
+}
+
+const referencePrefix = "SIM";
+
+function referenceOf(sequence: number): string {
+  return `${referencePrefix}${String(sequence).padStart(10, "0")}`;
+}
+
+/** An accepted order's answer as kept: its sequence number when the reference is one of ours. */
+function acceptedAs(railReference: string): Answer {
+  const sequence = Number(railReference.slice(referencePrefix.length));
+  return referenceOf(sequence) === railReference ? sequence : { accepted: true, railReference };
+}
+
+function answerOf(answer: Answer | undefined): SubmitResult | undefined {
+  if (answer === undefined) return undefined;
+  if (typeof answer === "number") return { accepted: true, railReference: referenceOf(answer) };
+  if ("refused" in answer) return { accepted: false, detail: answer.refused };
+  return answer;
+}
+
 function changeOf(pending: Pending): SpeiStateChange {
-  const { order, decision } = pending;
-  const base = { trackingKey: order.trackingKey, operationDate: order.operationDate };
+  const { decision } = pending;
+  const base = { trackingKey: pending.trackingKey, operationDate: pending.operationDate };
   switch (decision.estado) {
     case "LIQUIDACION":
       return { ...base, estado: "LIQUIDACION", detalle: "Liquidada", tsLiquidacion: new Date() };
