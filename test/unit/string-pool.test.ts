@@ -29,5 +29,7 @@ test("a full pool starts over and still answers every value", () => {
   for (const value of values) assert.equal(pool.string(fresh(value)), value);
   for (const value of values) assert.equal(pool.string(fresh(value)), value);
   const lists = values.map((value) => pool.list([value, "x"]));
-  lists.forEach((list, i) => assert.deepEqual(list, [values[i], "x"]));
+  lists.forEach((list, i) => {
+    assert.deepEqual(list, [values[i], "x"]);
+  });
 });

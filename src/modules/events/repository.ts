@@ -221,7 +221,10 @@ export function eventsWithDeliveries(events: ReadonlyArray<OutboxEvent>) {
       insert into events (id, type, client_id, data)
       select id, type, client_id, data from unnest(
         ${events.map((x) => x.id)}::uuid[], ${events.map((x) => x.type)}::text[],
-        ${events.map((x) => x.clientId)}::uuid[], ${jsonbArray(events.map((x) => x.data))}
+        ${events.map((x) => x.clientId)}::uuid[], ${jsonbArray(
+          events.map((x) => x.data),
+          "json",
+        )}
       ) as t(id, type, client_id, data)
       returning id, type, client_id),
     outbox_deliveries as (
