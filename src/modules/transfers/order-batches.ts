@@ -53,7 +53,9 @@ export interface AcceptedOrder {
 /**
  * Records what the rail accepted, as one statement: a PENDIENTE order becomes ENVIADA; the job of
  * an order still in flight waits for the settlement check, and the job of one a callback settled
- * or returned meanwhile is forgotten. The orders are locked in id order first.
+ * or returned meanwhile is forgotten. The orders are locked in id order first, reached by their
+ * ids as an array: planned as a join, a generic plan made while the table was small scanned all
+ * of it at every hand-over.
  */
 export async function recordAccepted(
   db: Queryable,
@@ -66,7 +68,8 @@ export async function recordAccepted(
       select * from unnest(${accepted.map((a) => a.orderId)}::uuid[], ${accepted.map((a) => a.railReference)}::text[],
         ${accepted.map((a) => String(a.job.id))}::bigint[]) as v(id, rail_reference, job_id)),
     locked as (
-      select o.id, o.status from spei_orders o where o.id in (select id from v) order by o.id for update),
+      select o.id, o.status from spei_orders o where o.id = any(${accepted.map((a) => a.orderId)}::uuid[])
+      order by o.id for update),
     sent as (
       update spei_orders o set status = 'ENVIADA', rail_reference = v.rail_reference, sent_at = now(),
         updated_at = now()
