@@ -17,7 +17,6 @@ import { limits } from "../../limits.ts";
 import { maskedCardNumber } from "../cards/card-number.ts";
 import { type NewEvent, outboxRows } from "../events/outbox.ts";
 import { BoundedMap } from "../shared/bounded-map.ts";
-import { StringPool } from "../shared/string-pool.ts";
 import * as repo from "./repository.ts";
 
 /**
@@ -92,8 +91,6 @@ export class PaymentBatcher {
   /** Each payer's balance and each card's status as last seen under lock or after a debit. */
   readonly #balances = new BoundedMap<string, bigint>(limits.paymentMemory);
   readonly #statuses = new BoundedMap<string, string>(limits.paymentMemory);
-  /** One copy of each status the memory holds. */
-  readonly #statusNames = new StringPool(16);
   /** What batches sent and not yet settled may still take from each payer. */
   readonly #pending = new Map<string, bigint>();
   readonly #observe: (form: BatchForm, payments: number) => void;
@@ -220,7 +217,7 @@ export class PaymentBatcher {
 
   #learn(balances: Map<string, bigint>, statuses: Map<string, string>): void {
     for (const [payer, balance] of balances) this.#balances.set(payer, balance);
-    for (const [card, status] of statuses) this.#statuses.set(card, this.#statusNames.string(status));
+    for (const [card, status] of statuses) this.#statuses.set(card, status);
   }
 
   /** Counts the batch's totals as pending until it settles; answers the release. */

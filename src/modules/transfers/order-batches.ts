@@ -63,12 +63,13 @@ export async function recordAccepted(
   settlementCheckSeconds: number,
 ): Promise<void> {
   if (accepted.length === 0) return;
+  const ids = accepted.map((a) => a.orderId);
   await sql`
     with v as (
-      select * from unnest(${accepted.map((a) => a.orderId)}::uuid[], ${accepted.map((a) => a.railReference)}::text[],
+      select * from unnest(${ids}::uuid[], ${accepted.map((a) => a.railReference)}::text[],
         ${accepted.map((a) => String(a.job.id))}::bigint[]) as v(id, rail_reference, job_id)),
     locked as (
-      select o.id, o.status from spei_orders o where o.id = any(${accepted.map((a) => a.orderId)}::uuid[])
+      select o.id, o.status from spei_orders o where o.id = any(${ids}::uuid[])
       order by o.id for update),
     sent as (
       update spei_orders o set status = 'ENVIADA', rail_reference = v.rail_reference, sent_at = now(),

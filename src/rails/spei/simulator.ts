@@ -96,8 +96,8 @@ interface Pending {
   failures: number;
 }
 
-/** What the rail answered an order: an accepted order's sequence number, or a refusal. */
-type Answer = number | { refused: string } | { accepted: true; railReference: string };
+/** What the rail answered an order: an accepted order's sequence number, or the answer itself. */
+type Answer = number | SubmitResult;
 
 /**
  * A callback the handler failed to apply is delivered again, backing off from the settle delay
@@ -170,7 +170,8 @@ export class SpeiSimulator implements SpeiRail {
         // Numbered after the others' orders, as one rail numbers them.
         this.#sequence += 1;
         this.#results.set(record.key, acceptedAs(record.ref));
-      } else if (record.e === "refused") this.#results.set(record.key, { refused: record.detail });
+      } else if (record.e === "refused")
+        this.#results.set(record.key, { accepted: false, detail: record.detail });
       else if (record.e === "delivered" || record.e === "cancelled") this.#pending.delete(record.key);
     }
   }
@@ -190,7 +191,7 @@ export class SpeiSimulator implements SpeiRail {
         this.#results.set(record.key, acceptedAs(record.ref));
         this.#pending.set(record.key, pendingOf(record, record.decision));
       } else if (record.e === "refused") {
-        this.#results.set(record.key, { refused: record.detail });
+        this.#results.set(record.key, { accepted: false, detail: record.detail });
       } else if (record.e === "delivered" || record.e === "cancelled") {
         this.#pending.delete(record.key);
       }
@@ -219,7 +220,7 @@ export class SpeiSimulator implements SpeiRail {
     if ("reject" in decision) {
       const refused: SubmitResult = { accepted: false, detail: decision.reject };
       this.#journal({ e: "refused", key, detail: decision.reject });
-      this.#results.set(key, { refused: decision.reject });
+      this.#results.set(key, refused);
       return refused;
     }
     this.#sequence += 1;
@@ -423,9 +424,7 @@ function acceptedAs(railReference: string): Answer {
 
 function answerOf(answer: Answer | undefined): SubmitResult | undefined {
   if (answer === undefined) return undefined;
-  if (typeof answer === "number") return { accepted: true, railReference: referenceOf(answer) };
-  if ("refused" in answer) return { accepted: false, detail: answer.refused };
-  return answer;
+  return typeof answer === "number" ? { accepted: true, railReference: referenceOf(answer) } : answer;
 }
 
 function changeOf(pending: Pending): SpeiStateChange {
