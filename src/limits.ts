@@ -158,6 +158,11 @@ export const limits = {
   pinAttemptsMax: 3,
   /** Payments of one payer applied in one transaction, at most. */
   paymentBatchMax: 256,
+  /**
+   * Payments: how long a batch waits to gather what its connections send back, when another
+   * process pays from the same balance (a batch per turn of the payer's row lock), in ms.
+   */
+  paymentGatherMs: 5,
   /** Transfers out written by one statement, at most. */
   transferBatchMax: 64,
   /** Rail state changes (settlements, returns) applied by one transaction, at most. */

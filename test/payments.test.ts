@@ -516,6 +516,42 @@ test("two processes paying from one balance: the guarded debit keeps exactly the
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
 
+test("a batcher whose payer another process debits between its batches takes turns, and stops when alone", async () => {
+  // Two batchers on one database stand for two processes paying from one balance. Alone, a
+  // batcher finds the balance where its last batch left it; when the other debits in between, it
+  // sends one batch per turn and gathers what is queued, and every payment still lands once.
+  const payer = await createTenant(t, { available: 100_000 });
+  const cards = await cardsFor(t, payer, 2, { activate: true });
+  const card = await findCardInScope(t.ctx.db, payer.clientId, { id: cards[0]?.id ?? "" });
+  assert.ok(card);
+  const [here, elsewhere] = [new PaymentBatcher(t.ctx.db), new PaymentBatcher(t.ctx.db)];
+  const pay = (batcher: PaymentBatcher, cents: bigint) =>
+    batcher.submit({
+      payerId: payer.clientId,
+      apiKeyId: payer.apiKeyId,
+      card,
+      amountCents: cents,
+      description: "turnos",
+      ...where,
+      idempotency: undefined,
+    });
+  const wave = (batcher: PaymentBatcher) => Promise.all(Array.from({ length: 5 }, () => pay(batcher, 100n)));
+  const start = await balanceOf(t.ctx.db, payer.clientId);
+  for (let i = 0; i < 8; i++) await wave(here);
+  assert.equal(here.sharing, false);
+  for (let i = 0; i < 8; i++) {
+    await pay(elsewhere, 100n);
+    await pay(here, 100n);
+  }
+  assert.equal(here.sharing, true);
+  assert.equal(elsewhere.sharing, true);
+  await Promise.all([wave(here), wave(here), wave(here)]);
+  for (let i = 0; i < 8; i++) await wave(here);
+  assert.equal(here.sharing, false);
+  assert.equal(await balanceOf(t.ctx.db, payer.clientId), start - 100n * (40n + 16n + 15n + 40n));
+  assert.deepEqual(await checkInvariants(t.ctx.db), []);
+});
+
 test("a batch decided at once falls back under lock when what it was decided on changed, and keeps arrival order", async () => {
   // One batcher stands for this process; a second one, on the same database, for another process
   // that changes the balance behind its back.

@@ -42,6 +42,12 @@ import * as repo from "./repository.ts";
  * earlier batch's payments would have had; a batch that falls back to the locked form first waits
  * until every earlier batch is decided. Across processes the payer row locks serialise batches, and
  * since every payment of a payer holds its lock, idempotency keys checked under it cannot race.
+ *
+ * When another process pays from the same balance (a batch finds it moved since this process last
+ * saw it), batches of the processes take turns on the payer's row, and a second batch in flight
+ * would only split each turn's payments in two. The batcher then sends one batch at a time and,
+ * once it is answered, waits a moment for what its connections send back, so each turn carries
+ * about as many payments as this process serves; alone again, it goes back to two.
  */
 export interface PaymentRequest {
   payerId: string;
@@ -72,6 +78,9 @@ interface Item {
 type Outcome = { result: IdempotentResult } | { error: unknown };
 
 const payableStatuses = new Set(["NEED_ACTIVATION", "ACTIVE"]);
+/** Each batch's weight in the moving average of `#shared`, and the average past which it counts. */
+const sharedWeight = 0.25;
+const sharedAbove = 0.5;
 const retryableCodes = new Set(["40P01", "40001", "23505"]);
 
 /**
@@ -94,15 +103,28 @@ export class PaymentBatcher {
   /** What batches sent and not yet settled may still take from each payer. */
   readonly #pending = new Map<string, bigint>();
   readonly #observe: (form: BatchForm, payments: number) => void;
+  /**
+   * How often, of late, a batch found a payer's balance moved by another writer since this process
+   * last saw it (a moving average, 0 to 1): another process paying from the same balance.
+   */
+  #shared = 0;
+  /** The drain waiting for the queue to reach a size, and how to wake it. */
+  #gathering: { size: number; wake: () => void } | undefined;
 
   constructor(db: Db, observe: (form: BatchForm, payments: number) => void = () => {}) {
     this.#db = db;
     this.#observe = observe;
   }
 
+  /** Whether this process's batches now take turns with another writer's on their payers' rows. */
+  get sharing(): boolean {
+    return this.#shared >= sharedAbove;
+  }
+
   submit(request: PaymentRequest): Promise<IdempotentResult> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ request, resolve, reject });
+      if (this.#gathering && this.#queue.length >= this.#gathering.size) this.#gathering.wake();
       if (this.#draining) return;
       this.#draining = true;
       void this.#drain();
@@ -144,7 +166,11 @@ export class PaymentBatcher {
       // `last` settles when every batch so far has, so the drain ends only when none is in flight
       // (a batch that fails early must not let the drain end under one still committing).
       last = Promise.all([last, settled]).then(() => {});
-      await Promise.race([nextMayStart, settled]);
+      if (!this.sharing) await Promise.race([nextMayStart, settled]);
+      else {
+        await settled;
+        await this.#gather(Math.min(batch.length + queue.length, limits.paymentBatchMax));
+      }
     }
     this.#draining = false;
   }
@@ -162,7 +188,9 @@ export class PaymentBatcher {
         const sent = repo.applyPaymentsAtOnce(this.#db, atOnce.batch);
         void earlier.then(letNextStart);
         try {
-          this.#learn(await sent, atOnce.batch.statuses);
+          const balances = await sent;
+          this.#noteShared(balances, totals);
+          this.#learn(balances, atOnce.batch.statuses);
           this.#observe("at_once", requests.length);
           return atOnce.outcomes;
         } catch (error) {
@@ -213,6 +241,39 @@ export class PaymentBatcher {
     } catch {
       // The payments committed; the debt stays recorded and is repaid by the card's next money in.
     }
+  }
+
+  /**
+   * Whether another writer moved a payer's balance between this process's last sight of it and
+   * this batch's debit (the balance before the debit is not the one last seen). Batches that
+   * follow each other in this process find it unmoved, whatever their depth.
+   */
+  #noteShared(after: Map<string, bigint>, totals: Map<string, bigint>): void {
+    let moved: boolean | undefined;
+    for (const [payer, balance] of after) {
+      const seen = this.#balances.get(payer);
+      if (seen !== undefined) moved = moved || seen !== balance + (totals.get(payer) ?? 0n);
+    }
+    if (moved !== undefined) this.#shared = this.#shared * (1 - sharedWeight) + (moved ? sharedWeight : 0);
+  }
+
+  /**
+   * When the payer's row is shared with other processes, batches take turns with theirs, and one
+   * batch per turn should carry what this process's connections send back once the last batch
+   * is answered: it waits until that batch's size and what queued meanwhile are queued, or a
+   * moment passes.
+   */
+  async #gather(size: number): Promise<void> {
+    if (this.#queue.length >= size) return;
+    await new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.#gathering = undefined;
+        resolve();
+      };
+      const timer = setTimeout(wake, limits.paymentGatherMs);
+      this.#gathering = { size, wake };
+    });
   }
 
   #learn(balances: Map<string, bigint>, statuses: Map<string, string>): void {
