@@ -133,6 +133,16 @@ const step = (text: string) => process.stdout.write(`\n== ${text}\n`);
 
 const baseUrl = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
 const pgs = new Postgres(baseUrl);
+
+/**
+ * Between scenarios: statistics and visibility brought up to date, then a checkpoint. The WAL of
+ * the seeding and of the scenarios before would otherwise start a checkpoint at a moment of its own
+ * choosing, and the scenario it falls in pays for the full-page images that follow it.
+ */
+async function settle(database: string): Promise<void> {
+  await pgs.sql(database, "vacuum analyze");
+  await pgs.sql(database, "checkpoint");
+}
 const stamp = Date.now();
 const appDb = `emisor_bench_${stamp}`;
 const pgbenchDb = `emisor_bench_pgbench_${stamp}`;
@@ -323,7 +333,7 @@ async function hotPayments(
     request: cardPayments(cards, keyed ? `${figure.replace(/\W+/g, "-")}-${Date.now()}` : undefined),
   });
   await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, connections));
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   return result;
 }
 
@@ -387,7 +397,7 @@ async function runScenarios(
   await seed.pool(transferCards, 8, (card) => seed.pay(base, root.token, card.id, 100_000));
   await seed.setPins(base, root.token, publicPem, transferCards, transferPin);
   await seed.seedTransfers(pgs, appDb, root.clabe, size.transfers, 30);
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   process.stdout.write(
     `  ${hot.length} hot cards, ${clients.length} clients with ${clientCards.length} cards, ${size.transfers} transfers on ${root.clabe}\n`,
   );
@@ -515,7 +525,7 @@ async function distinctClients(
     request: distinctPayerRequests(clients, cards),
   });
   await checkBooks(pgs, appDb, since, start, seenOf(result, 64));
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   const r = ratio(result.rps, ceiling.spreadStatement ?? 1);
   record({
     key: "payment_distinct_64_rps",
@@ -540,7 +550,7 @@ async function authorizations(server: ServerProcess, root: seed.Client, distinct
   step(`seed: ${size.authorizationCards} active cards for authorizations`);
   const cards = (await seed.seedCards(server.url, root, size.authorizationCards)).map((card) => card.id);
   await seed.pool(cards, 8, (card) => seed.pay(server.url, root.token, card, 1_000));
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   const plain = await authorizationLoad(server, "authorizations", cards);
   const r = ratio(plain.rps, distinctRps);
   record({
@@ -578,7 +588,7 @@ async function authorizationLoad(server: ServerProcess, figure: string, cards: s
   });
   await checkBooks(pgs, appDb, since, new Map(), undefined);
   await checkHolds(result.ok2xxTotal);
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   return result;
 }
 
@@ -706,7 +716,7 @@ async function cipheredPayments(
   });
   const delay = result.eventLoopP99Ms;
   await checkBooks(pgs, appDb, since, new Map([[root.clientId, start]]), seenOf(result, 64));
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   const r = ratio(result.rps, ceiling.rsa ?? 1);
   record({
     key: "payment_ciphered_rps",
@@ -940,7 +950,7 @@ async function growth(server: ServerProcess, root: seed.Client, cards: string[])
     unit: "req/s",
   });
   await seed.seedHistory(pgs, appDb, size.history);
-  await pgs.sql(appDb, "vacuum analyze");
+  await settle(appDb);
   const grown = await hotPayments(server, root, cards, 64, "payment, hot account, grown ledger");
   const kept = ratio(grown.rps, fresh.rps);
   record({
