@@ -105,6 +105,7 @@ function registerAllMetrics(app: FastifyInstance, ctx: AppContext): Registry {
   const own: Metric<string>[] = [
     ctx.paymentCounters.batches,
     ctx.paymentCounters.payments,
+    ctx.paymentCounters.sharing,
     ctx.webhookAttempts,
     ctx.cardMessages.counters.messages,
     ctx.cardMessages.counters.decisions,

@@ -524,7 +524,9 @@ test("a batcher whose payer another process debits between its batches takes tur
   const cards = await cardsFor(t, payer, 2, { activate: true });
   const card = await findCardInScope(t.ctx.db, payer.clientId, { id: cards[0]?.id ?? "" });
   assert.ok(card);
-  const [here, elsewhere] = [new PaymentBatcher(t.ctx.db), new PaymentBatcher(t.ctx.db)];
+  const reported: boolean[] = [];
+  const here = new PaymentBatcher(t.ctx.db, (_form, _size, sharing) => reported.push(sharing));
+  const elsewhere = new PaymentBatcher(t.ctx.db);
   const pay = (batcher: PaymentBatcher, cents: bigint) =>
     batcher.submit({
       payerId: payer.clientId,
@@ -544,10 +546,12 @@ test("a batcher whose payer another process debits between its batches takes tur
     await pay(here, 100n);
   }
   assert.equal(here.sharing, true);
+  assert.equal(reported.at(-1), true, "the batch reports the sharing to /metrics");
   assert.equal(elsewhere.sharing, true);
   await Promise.all([wave(here), wave(here), wave(here)]);
   for (let i = 0; i < 8; i++) await wave(here);
   assert.equal(here.sharing, false);
+  assert.equal(reported.at(-1), false);
   assert.equal(await balanceOf(t.ctx.db, payer.clientId), start - 100n * (40n + 16n + 15n + 40n));
   assert.deepEqual(await checkInvariants(t.ctx.db), []);
 });
@@ -635,6 +639,7 @@ test("/metrics counts payment batches by the form they were applied in", async (
     Number(new RegExp(`^${name}\\{form="at_once"\\} (\\d+)$`, "m").exec(metrics.body)?.[1] ?? 0);
   assert.ok(counted("emisor_payment_batches_total") >= 1, metrics.body);
   assert.ok(counted("emisor_payment_batch_payments_total") >= 1);
+  assert.match(metrics.body, /^emisor_payment_batcher_sharing [01]$/m);
 });
 
 test("a disabled sub-client's cards receive no payment (5405) until it is enabled; its parent still unloads them", async () => {

@@ -102,7 +102,7 @@ export class PaymentBatcher {
   readonly #statuses = new BoundedMap<string, string>(limits.paymentMemory);
   /** What batches sent and not yet settled may still take from each payer. */
   readonly #pending = new Map<string, bigint>();
-  readonly #observe: (form: BatchForm, payments: number) => void;
+  readonly #observe: (form: BatchForm, payments: number, sharing: boolean) => void;
   /**
    * How often, of late, a batch found a payer's balance moved by another writer since this process
    * last saw it (a moving average, 0 to 1): another process paying from the same balance.
@@ -111,7 +111,7 @@ export class PaymentBatcher {
   /** The drain waiting for the queue to reach a size, and how to wake it. */
   #gathering: { size: number; wake: () => void } | undefined;
 
-  constructor(db: Db, observe: (form: BatchForm, payments: number) => void = () => {}) {
+  constructor(db: Db, observe: (form: BatchForm, payments: number, sharing: boolean) => void = () => {}) {
     this.#db = db;
     this.#observe = observe;
   }
@@ -191,18 +191,18 @@ export class PaymentBatcher {
           const balances = await sent;
           this.#noteShared(balances, totals);
           this.#learn(balances, atOnce.batch.statuses);
-          this.#observe("at_once", requests.length);
+          this.#observe("at_once", requests.length, this.sharing);
           return atOnce.outcomes;
         } catch (error) {
           const code = (error as { code?: string }).code;
           // Anything else (a lost connection, a deadline) leaves the outcome unknown: deciding the
           // batch again could pay it twice, so it is answered as the error.
           if (!code || !rolledBackCodes.has(code)) return requests.map(() => ({ error }));
-          this.#observe("fell_back", requests.length);
+          this.#observe("fell_back", requests.length, this.sharing);
         }
         await earlier;
       }
-      this.#observe("under_lock", requests.length);
+      this.#observe("under_lock", requests.length, this.sharing);
       return await this.#underLock(requests, letNextStart);
     } finally {
       release();

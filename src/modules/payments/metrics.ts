@@ -1,4 +1,4 @@
-import { Counter } from "prom-client";
+import { Counter, Gauge } from "prom-client";
 import type { BatchForm } from "./batcher.ts";
 
 /**
@@ -8,6 +8,7 @@ import type { BatchForm } from "./batcher.ts";
 export interface PaymentCounters {
   batches: Counter<"form">;
   payments: Counter<"form">;
+  sharing: Gauge;
 }
 
 export function paymentCounters(): PaymentCounters {
@@ -25,13 +26,21 @@ export function paymentCounters(): PaymentCounters {
       labelNames,
       registers: [],
     }),
+    sharing: new Gauge({
+      name: "emisor_payment_batcher_sharing",
+      help: "1 while this process's payment batches take turns with another writer's on a payer's balance (one batch in flight, gathered), else 0",
+      registers: [],
+    }),
   };
 }
 
 /** What the batcher reports of each batch, counted. */
-export function countBatches(counters: PaymentCounters): (form: BatchForm, size: number) => void {
-  return (form, size) => {
+export function countBatches(
+  counters: PaymentCounters,
+): (form: BatchForm, size: number, sharing: boolean) => void {
+  return (form, size, sharing) => {
     counters.batches.inc({ form });
     counters.payments.inc({ form }, size);
+    counters.sharing.set(sharing ? 1 : 0);
   };
 }
